@@ -1,0 +1,254 @@
+"""One interface, two implementations: Pinocchio (production) and the in-repo reference.
+
+    dyn = PinocchioBackend(model)        # holds the preallocated Data; build once, reuse every cycle
+    tau = dyn.rnea(q, v, a)
+
+Vectors are in the user's form (see Model).  Inputs are checked here, at the public entry point:
+length and finiteness, with a ValueError naming the joint.  Returned arrays may be views into the
+backend's Data (as in Pinocchio), valid until the next call: copy one if you keep it.
+"""
+import math
+
+import numpy as np
+import pinocchio as pin
+
+from . import reference as ref
+
+REFERENCES = ("local", "world", "local_world_aligned")
+_PIN_REF = {"local": pin.ReferenceFrame.LOCAL, "world": pin.ReferenceFrame.WORLD,
+            "local_world_aligned": pin.ReferenceFrame.LOCAL_WORLD_ALIGNED}
+
+
+class Backend:
+    """Common entry-point checks.  Subclasses implement the algorithms."""
+    name = "base"
+
+    def __init__(self, model):
+        self.model = model
+        self._nq, self._nv = model.nq, model.nv
+
+    def _vec(self, x, n, what):
+        if type(x) is not np.ndarray or x.dtype != np.float64:
+            try:
+                x = np.asarray(x, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise ValueError(f"{what}: not a numeric vector") from None
+        if x.shape != (n,):
+            raise ValueError(f"{what}: expected {n} values, got shape {x.shape}")
+        if not math.isfinite(x @ x):          # one dot product: NaN or Inf anywhere (or overflow)
+            bad = np.flatnonzero(~np.isfinite(x))
+            if bad.size:
+                names = self.model.v_names if n == self._nv else None
+                where = names[bad[0]] if names and bad[0] < len(names) else f"index {bad[0]}"
+                raise ValueError(f"{what}: {x[bad[0]]} at {where} (values must be finite)")
+        return x
+
+    def _q(self, q):
+        return self._vec(q, self._nq, "q")
+
+    def _v(self, v, what="v"):
+        return self._vec(v, self._nv, what)
+
+    def _ref(self, reference):
+        if reference not in REFERENCES:
+            raise ValueError(f"unknown reference {reference!r}; use one of {REFERENCES}")
+        return reference
+
+    def _fext(self, fext):
+        if fext is None:
+            return None
+        f = np.asarray(fext, dtype=float)
+        nb = self.model.tree.nb
+        if f.shape != (nb, 6) or not np.all(np.isfinite(f)):
+            raise ValueError(f"fext: expected a finite ({nb}, 6) array, one wrench per body")
+        return f
+
+    # Derived quantities shared by both backends
+    def frame_pose(self, q, frame):
+        """4x4 homogeneous transform of `frame` in the world."""
+        R, p = self.frame_placement(q, frame)
+        T = np.eye(4)
+        T[:3, :3], T[:3, 3] = R, p
+        return T
+
+
+class PinocchioBackend(Backend):
+    """Thin layer over `pin`: converts q where Pinocchio parametrises differently, nothing else."""
+    name = "pinocchio"
+
+    def __init__(self, model):
+        super().__init__(model)
+        self.pm = model.pin_model
+        self.data = self.pm.createData()
+        self._qbuf = np.zeros(self.pm.nq)
+        self._perm = None if model.v_identity else model.v_to_pin
+        self._zero = np.zeros(self._nv)
+
+    def _pq(self, q):
+        return self.model.q_to_pin(self._q(q), self._qbuf)
+
+    def _pv(self, v, what="v"):
+        v = self._v(v, what)
+        if self._perm is None:
+            return v
+        out = np.empty(self._nv)
+        out[self._perm] = v
+        return out
+
+    def _out(self, x):
+        return x if self._perm is None else x[self._perm]
+
+    def _outM(self, M):
+        return M if self._perm is None else M[np.ix_(self._perm, self._perm)]
+
+    def _pfext(self, fext):
+        f = self._fext(fext)
+        if f is None:
+            return None
+        out = pin.StdVec_Force()
+        out.extend([pin.Force.Zero() for _ in range(self.pm.njoints)])
+        for i, jid in enumerate(self.model.pin_joint_id):
+            out[jid] = pin.Force(f[i, :3], f[i, 3:])
+        return out
+
+    def _fid(self, frame):
+        try:
+            return self.model.frame_ids[frame]
+        except KeyError:
+            self.model.check_frame(frame)
+            raise
+
+    def rnea(self, q, v, a, fext=None):
+        qp, vp, ap = self._pq(q), self._pv(v), self._pv(a, "a")
+        if fext is None:
+            return self._out(pin.rnea(self.pm, self.data, qp, vp, ap))
+        return self._out(pin.rnea(self.pm, self.data, qp, vp, ap, self._pfext(fext)))
+
+    def gravity(self, q):
+        return self._out(pin.computeGeneralizedGravity(self.pm, self.data, self._pq(q)))
+
+    def nonlinear_effects(self, q, v):
+        return self._out(pin.nonLinearEffects(self.pm, self.data, self._pq(q), self._pv(v)))
+
+    def mass_matrix(self, q):
+        M = pin.crba(self.pm, self.data, self._pq(q))
+        iu = np.tril_indices(self._nv, -1)
+        M[iu] = M.T[iu]                      # Pinocchio fills the upper triangle only
+        return self._outM(M)
+
+    def coriolis_matrix(self, q, v):
+        return self._outM(pin.computeCoriolisMatrix(self.pm, self.data, self._pq(q), self._pv(v)))
+
+    def aba(self, q, v, tau, fext=None):
+        qp, vp, tp = self._pq(q), self._pv(v), self._pv(tau, "tau")
+        if fext is None:
+            return self._out(pin.aba(self.pm, self.data, qp, vp, tp))
+        return self._out(pin.aba(self.pm, self.data, qp, vp, tp, self._pfext(fext)))
+
+    def forward_kinematics(self, q, v=None, a=None):
+        qp = self._pq(q)
+        if v is None:
+            pin.forwardKinematics(self.pm, self.data, qp)
+        elif a is None:
+            pin.forwardKinematics(self.pm, self.data, qp, self._pv(v))
+        else:
+            pin.forwardKinematics(self.pm, self.data, qp, self._pv(v), self._pv(a, "a"))
+
+    def frame_placement(self, q, frame):
+        """(R, p) of the frame in the world."""
+        fid = self._fid(frame)
+        pin.forwardKinematics(self.pm, self.data, self._pq(q))
+        M = pin.updateFramePlacement(self.pm, self.data, fid)
+        return M.rotation, M.translation
+
+    def frame_velocity(self, q, v, frame, reference="local"):
+        fid = self._fid(frame)
+        pin.forwardKinematics(self.pm, self.data, self._pq(q), self._pv(v))
+        pin.updateFramePlacement(self.pm, self.data, fid)
+        return pin.getFrameVelocity(self.pm, self.data, fid, _PIN_REF[self._ref(reference)]).vector
+
+    def frame_jacobian(self, q, frame, reference="local"):
+        fid = self._fid(frame)
+        J = pin.computeFrameJacobian(self.pm, self.data, self._pq(q), fid, _PIN_REF[self._ref(reference)])
+        return J if self._perm is None else J[:, self._perm]
+
+    def frame_jacobian_dot(self, q, v, frame, reference="local"):
+        fid = self._fid(frame)
+        pin.computeJointJacobiansTimeVariation(self.pm, self.data, self._pq(q), self._pv(v))
+        pin.updateFramePlacement(self.pm, self.data, fid)
+        dJ = pin.getFrameJacobianTimeVariation(self.pm, self.data, fid, _PIN_REF[self._ref(reference)])
+        return dJ if self._perm is None else dJ[:, self._perm]
+
+    def kinetic_energy(self, q, v):
+        return float(pin.computeKineticEnergy(self.pm, self.data, self._pq(q), self._pv(v)))
+
+    def potential_energy(self, q):
+        return float(pin.computePotentialEnergy(self.pm, self.data, self._pq(q)))
+
+
+class ReferenceBackend(Backend):
+    """The in-repo algorithms (robot_dynamics.dynamics.reference), same interface."""
+    name = "reference"
+
+    def __init__(self, model):
+        super().__init__(model)
+        self.tree = model.tree
+        self.data = ref.RefData(model.tree)
+
+    def _frame(self, frame):
+        if frame not in self.tree.frames:
+            self.model.check_frame(frame)
+        return frame
+
+    def rnea(self, q, v, a, fext=None):
+        return ref.rnea(self.tree, self.data, self._q(q), self._v(v), self._v(a, "a"), self._fext(fext))
+
+    def gravity(self, q):
+        return ref.gravity(self.tree, self.data, self._q(q))
+
+    def nonlinear_effects(self, q, v):
+        return ref.nonlinear_effects(self.tree, self.data, self._q(q), self._v(v))
+
+    def mass_matrix(self, q):
+        return ref.crba(self.tree, self.data, self._q(q))
+
+    def coriolis_matrix(self, q, v):
+        return ref.coriolis_matrix(self.tree, self.data, self._q(q), self._v(v))
+
+    def aba(self, q, v, tau, fext=None):
+        return ref.aba(self.tree, self.data, self._q(q), self._v(v), self._v(tau, "tau"), self._fext(fext))
+
+    def forward_kinematics(self, q, v=None, a=None):
+        ref.forward_kinematics(self.tree, self.data, self._q(q),
+                               None if v is None else self._v(v), None if a is None else self._v(a, "a"))
+
+    def frame_placement(self, q, frame):
+        ref.forward_kinematics(self.tree, self.data, self._q(q))
+        return ref.frame_placement(self.tree, self.data, self._frame(frame))
+
+    def frame_velocity(self, q, v, frame, reference="local"):
+        ref.forward_kinematics(self.tree, self.data, self._q(q), self._v(v))
+        return ref.frame_velocity(self.tree, self.data, self._frame(frame), self._ref(reference))
+
+    def frame_jacobian(self, q, frame, reference="local"):
+        ref.forward_kinematics(self.tree, self.data, self._q(q))
+        return ref.frame_jacobian(self.tree, self.data, self._frame(frame), self._ref(reference))
+
+    def frame_jacobian_dot(self, q, v, frame, reference="local"):
+        ref.forward_kinematics(self.tree, self.data, self._q(q), self._v(v))
+        return ref.frame_jacobian_dot(self.tree, self.data, self._frame(frame), self._ref(reference))
+
+    def kinetic_energy(self, q, v):
+        return float(ref.kinetic_energy(self.tree, self.data, self._q(q), self._v(v)))
+
+    def potential_energy(self, q):
+        return float(ref.potential_energy(self.tree, self.data, self._q(q)))
+
+
+BACKENDS = {"pinocchio": PinocchioBackend, "reference": ReferenceBackend}
+
+
+def make_backend(model, name="pinocchio"):
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; use one of {sorted(BACKENDS)}")
+    return BACKENDS[name](model)

@@ -1,0 +1,272 @@
+"""Model: built once from a URDF (file, string, robot_description) or a DH table; never per tick.
+
+A Model holds two descriptions of the same robot, parsed independently from the same URDF text:
+`tree` (the in-repo reader, for the reference backend) and `pin_model` (Pinocchio's urdfdom reader).
+The backend self-check compares them.
+
+Configuration vectors are what a user holds, as JointState carries them: one angle or displacement
+per joint, in `joint_names` order.  A continuous joint is one angle here (Pinocchio stores cos, sin);
+a floating base is [position (3); quaternion x, y, z, w (4)] followed by the joints, and its velocity
+[linear; angular] in the base frame (as in Pinocchio), so nq = nv + 1 for a floating base.
+"""
+import copy
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+
+from . import robots
+from .reference import spatial
+from .urdf import check_inertia, lock_joints, parse_urdf
+
+
+class Model:
+    """Robot model. Build with `from_urdf_file`, `from_urdf_string`, `from_dh` or `from_robot`."""
+
+    def __init__(self, urdf, floating_base=False, active_joints=None, locked_joints=None, source="urdf"):
+        if active_joints is not None or locked_joints:
+            urdf = lock_joints(urdf, active_joints, locked_joints)
+        self.urdf = urdf
+        self.source = source
+        self.tree = parse_urdf(urdf, floating_base)
+        if self.tree.nb == 0:
+            raise ValueError("URDF: the robot has no movable joint")
+        try:
+            if floating_base:
+                self.pin_model = pin.buildModelFromXML(urdf, pin.JointModelFreeFlyer())
+            else:
+                self.pin_model = pin.buildModelFromXML(urdf)
+        except (RuntimeError, ValueError) as e:
+            raise ValueError(f"URDF: Pinocchio could not parse it: {e}") from None
+        self._map_pinocchio()
+        self._I0 = [I.copy() for I in self.tree.I]
+        self._pin_I0 = [copy.deepcopy(self.pin_model.inertias[j]) for j in range(self.pin_model.njoints)]
+        self.payloads = {}
+
+    # ---- construction ----
+    @classmethod
+    def from_urdf_string(cls, urdf, **kw):
+        return cls(urdf, **kw)
+
+    @classmethod
+    def from_urdf_file(cls, path, **kw):
+        p = Path(path)
+        if not p.is_file():
+            raise ValueError(f"URDF file not found: {path}")
+        return cls(p.read_text(), source=str(p), **kw)
+
+    @classmethod
+    def from_dh(cls, table, **kw):
+        """From a DH or modified-DH table (dict as in config/*_dh.yaml); see `dh.dh_to_urdf`."""
+        from .dh import dh_to_urdf
+        return cls(dh_to_urdf(table), source="dh", **kw)
+
+    @classmethod
+    def from_dh_yaml(cls, path, **kw):
+        import yaml
+        with open(path) as f:
+            return cls.from_dh(yaml.safe_load(f), **kw)
+
+    @classmethod
+    def from_robot(cls, name, **kw):
+        """A robot of example-robot-data by short name (see robots.ROBOTS): 'panda' is the 7-DoF arm
+        with the fingers locked, 'panda_gripper' keeps them."""
+        rel, floating, active = robots.ROBOTS[name] if name in robots.ROBOTS else (None, None, None)
+        path = robots.robot_urdf_path(name)
+        kw.setdefault("floating_base", floating)
+        kw.setdefault("active_joints", active)
+        return cls(path.read_text(), source=str(path), **kw)
+
+    # ---- Pinocchio correspondence ----
+    def _map_pinocchio(self):
+        t, pm = self.tree, self.pin_model
+        names = list(pm.names)[1:]
+        if sorted(names) != sorted(t.joint_names):
+            raise ValueError(f"URDF read differently by Pinocchio and the in-repo reader: joints "
+                             f"{sorted(set(names) ^ set(t.joint_names))} differ")
+        self.pin_joint_id = [pm.getJointId(n) for n in t.joint_names]
+        # index maps user (q, v) -> Pinocchio (q, v)
+        pin_iv = []
+        for i, jid in enumerate(self.pin_joint_id):
+            pin_iv += list(range(pm.idx_vs[jid], pm.idx_vs[jid] + pm.nvs[jid]))
+        self.v_to_pin = np.array(pin_iv, dtype=int)
+        self.v_identity = bool(np.all(self.v_to_pin == np.arange(t.nv)))
+        self.q_identity = self.v_identity and pm.nq == t.nq and all(
+            tt in ("revolute", "prismatic") for tt in t.jtype)
+        self.frame_ids = {}
+        for name in t.frames:
+            if pm.existFrame(name):
+                self.frame_ids[name] = pm.getFrameId(name)
+
+    def q_to_pin(self, q, out=None):
+        """User configuration -> Pinocchio's (continuous: cos, sin; free-flyer: normalised quaternion)."""
+        if self.q_identity:
+            return q
+        t, pm = self.tree, self.pin_model
+        qp = np.empty(pm.nq) if out is None else out
+        for i, jid in enumerate(self.pin_joint_id):
+            k, kp = t.iq[i], pm.idx_qs[jid]
+            jt = t.jtype[i]
+            if jt == "free":
+                qp[kp:kp + 3] = q[k:k + 3]
+                quat = q[k + 3:k + 7]
+                qp[kp + 3:kp + 7] = quat / np.linalg.norm(quat)
+            elif jt == "continuous":
+                qp[kp], qp[kp + 1] = np.cos(q[k]), np.sin(q[k])
+            else:
+                qp[kp] = q[k]
+        return qp
+
+    def q_from_pin(self, qp):
+        t, pm = self.tree, self.pin_model
+        q = np.empty(t.nq)
+        for i, jid in enumerate(self.pin_joint_id):
+            k, kp = t.iq[i], pm.idx_qs[jid]
+            jt = t.jtype[i]
+            if jt == "free":
+                q[k:k + 7] = qp[kp:kp + 7]
+            elif jt == "continuous":
+                q[k] = np.arctan2(qp[kp + 1], qp[kp])
+            else:
+                q[k] = qp[kp]
+        return q
+
+    # ---- description ----
+    @property
+    def name(self):
+        return self.tree.name
+
+    @property
+    def nq(self):
+        return self.tree.nq
+
+    @property
+    def nv(self):
+        return self.tree.nv
+
+    @property
+    def floating_base(self):
+        return self.tree.floating
+
+    @property
+    def joint_names(self):
+        """Names of the actuated joints (the free-flyer excluded), in model order."""
+        return [n for n, t in zip(self.tree.joint_names, self.tree.jtype) if t != "free"]
+
+    @property
+    def joint_types(self):
+        return [t for t in self.tree.jtype if t != "free"]
+
+    @property
+    def v_names(self):
+        """A name for each entry of v (for messages): joint names, 'root_joint[k]' for the base."""
+        out = []
+        for n, t in zip(self.tree.joint_names, self.tree.jtype):
+            out += [f"{n}[{k}]" for k in range(6)] if t == "free" else [n]
+        return out
+
+    def _joint_array(self, attr):
+        return np.array([x for x, t in zip(getattr(self.tree, attr), self.tree.jtype) if t != "free"])
+
+    @property
+    def lower_limits(self):
+        return self._joint_array("lower")
+
+    @property
+    def upper_limits(self):
+        return self._joint_array("upper")
+
+    @property
+    def velocity_limits(self):
+        return self._joint_array("velocity")
+
+    @property
+    def effort_limits(self):
+        return self._joint_array("effort")
+
+    @property
+    def frame_names(self):
+        return list(self.tree.frames)
+
+    @property
+    def gravity(self):
+        return self.tree.gravity.copy()
+
+    @gravity.setter
+    def gravity(self, g):
+        g = np.asarray(g, dtype=float)
+        if g.shape != (3,) or not np.all(np.isfinite(g)):
+            raise ValueError(f"gravity must be 3 finite numbers, got {g}")
+        self.tree.gravity = g.copy()
+        self.pin_model.gravity.linear = g
+
+    def check_frame(self, name):
+        if name not in self.tree.frames:
+            raise ValueError(f"unknown frame {name!r}; frames are {self.frame_names}")
+        if name not in self.frame_ids:
+            raise ValueError(f"frame {name!r} is not in Pinocchio's model")
+        return name
+
+    def neutral(self):
+        """Zero joints (clamped into limits); identity base pose."""
+        q = np.zeros(self.nq)
+        t = self.tree
+        for i, jt in enumerate(t.jtype):
+            if jt == "free":
+                q[t.iq[i] + 6] = 1.0
+            else:
+                q[t.iq[i]] = np.clip(0.0, t.lower[i], t.upper[i])
+        return q
+
+    def random_configuration(self, rng, margin=0.0):
+        """Uniform within joint limits (shrunk by `margin` rad or m); [-pi, pi] where unbounded;
+        a random base pose for a floating base."""
+        t = self.tree
+        q = np.zeros(self.nq)
+        for i, jt in enumerate(t.jtype):
+            k = t.iq[i]
+            if jt == "free":
+                q[k:k + 3] = rng.uniform(-1, 1, 3)
+                quat = rng.normal(size=4)
+                q[k + 3:k + 7] = quat / np.linalg.norm(quat)
+            else:
+                lo = t.lower[i] if np.isfinite(t.lower[i]) else -np.pi
+                hi = t.upper[i] if np.isfinite(t.upper[i]) else np.pi
+                q[k] = rng.uniform(lo + margin, hi - margin) if hi - lo > 2 * margin else 0.5 * (lo + hi)
+        return q
+
+    # ---- payload ----
+    def attach_payload(self, frame, mass, com=(0.0, 0.0, 0.0), inertia=None, name="payload"):
+        """Rigidly attach a body (mass, centre of mass and rotational inertia about it, both in the
+        frame's axes) to `frame`; every algorithm then includes it.  Replaces a payload of that name."""
+        self.check_frame(frame)
+        com = np.asarray(com, dtype=float)
+        Ic = np.zeros((3, 3)) if inertia is None else np.asarray(inertia, dtype=float)
+        if Ic.shape == (6,):
+            ixx, ixy, ixz, iyy, iyz, izz = Ic
+            Ic = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+        if com.shape != (3,) or Ic.shape != (3, 3) or not np.all(np.isfinite(com)):
+            raise ValueError("payload: com must be 3 finite numbers and inertia 3x3 (or 6 numbers)")
+        check_inertia(float(mass), Ic, f"payload {name!r}")
+        if self.tree.frames[frame].body < 0:
+            raise ValueError(f"payload: frame {frame!r} is fixed to the world; it would carry no load")
+        self.payloads[name] = (frame, float(mass), com, Ic)
+        self._apply_payloads()
+
+    def detach_payload(self, name="payload"):
+        if name not in self.payloads:
+            raise ValueError(f"no payload named {name!r}; attached: {sorted(self.payloads)}")
+        del self.payloads[name]
+        self._apply_payloads()
+
+    def _apply_payloads(self):
+        t, pm = self.tree, self.pin_model
+        t.I = [I.copy() for I in self._I0]
+        for j in range(pm.njoints):
+            pm.inertias[j] = copy.deepcopy(self._pin_I0[j])
+        for frame, m, c, Ic in self.payloads.values():
+            fr = t.frames[frame]
+            t.add_inertia(fr.body, m, c, Ic, fr.R, fr.p)
+            pf = pm.frames[self.frame_ids[frame]]
+            jid = pf.parentJoint if hasattr(pf, "parentJoint") else pf.parent
+            pm.inertias[jid] = pm.inertias[jid] + pf.placement.act(pin.Inertia(m, c, Ic))

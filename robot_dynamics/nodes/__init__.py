@@ -1,0 +1,1 @@
+"""Thin rclpy adapters: message -> numpy -> control law -> safety filter -> message."""

@@ -1,0 +1,1 @@
+"""MuJoCo simulator built from the same URDF as the controller's model."""

@@ -1,0 +1,28 @@
+from glob import glob
+
+from setuptools import find_packages, setup
+
+package_name = "robot_dynamics"
+
+setup(
+    name=package_name,
+    version="0.1.0",
+    packages=find_packages(exclude=["test", "test.*", "bench"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", ["resource/" + package_name]),
+        ("share/" + package_name, ["package.xml"]),
+        ("share/" + package_name + "/launch", glob("launch/*.py")),
+        ("share/" + package_name + "/config", glob("config/*.yaml") + glob("config/*.urdf")),
+    ],
+    install_requires=["setuptools"],
+    zip_safe=True,
+    maintainer="robot_dynamics developers",
+    maintainer_email="robot-dynamics@example.org",
+    description="Real-time torque control of robot arms on a validated Pinocchio dynamics layer",
+    license="BSD-3-Clause",
+    entry_points={
+        "console_scripts": [
+            "robot_dynamics_demo = robot_dynamics.demo:main",
+        ],
+    },
+)
