@@ -54,4 +54,4 @@ def frame_velocity(tree, data, name, reference="local"):
     v_lwa = np.concatenate([R @ v_local[:3], R @ v_local[3:]])
     if reference == "local_world_aligned":
         return v_lwa
-    return np.concatenate([v_lwa[:3] - np.cross(p, v_lwa[3:]), v_lwa[3:]])  # world: v0 = v_p - p x w
+    return np.concatenate([v_lwa[:3] + np.cross(p, v_lwa[3:]), v_lwa[3:]])  # world: v0 = v_p + w x (0 - p) = v_p + p x w

@@ -8,6 +8,8 @@ Data fields compare element by element.  Symbols follow spatial_v2:
     X        Plucker motion transform  B_X_A  (A coordinates -> B coordinates)
     X^T      maps forces back          A_f  = B_X_A^T  B_f
 """
+import math
+
 import numpy as np
 
 
@@ -16,8 +18,7 @@ def skew(w):
     return np.array([[0.0, -w[2], w[1]], [w[2], 0.0, -w[0]], [-w[1], w[0], 0.0]])
 
 
-def crm(v):
-    """Motion cross product matrix: crm(v) m = v x m = [w x mv + v x mw; w x mw]."""
+def _crm_explicit(v):
     wx, vx = skew(v[3:]), skew(v[:3])
     out = np.zeros((6, 6))
     out[:3, :3] = wx
@@ -26,9 +27,19 @@ def crm(v):
     return out
 
 
+# crm is linear in v: crm(v) = sum_k v_k crm(e_k), one tensor contraction instead of two skews
+_CRM = np.stack([_crm_explicit(e) for e in np.eye(6)], axis=-1)     # (6, 6, 6)
+_CRF = -_CRM.transpose(1, 0, 2)
+
+
+def crm(v):
+    """Motion cross product matrix: crm(v) m = v x m = [w x mv + v x mw; w x mw]."""
+    return _CRM.dot(v)
+
+
 def crf(v):
-    """Force cross product matrix: crf(v) f = v x* f = [w x f; v x f + w x n]."""
-    return -crm(v).T
+    """Force cross product matrix: crf(v) f = v x* f = [w x f; v x f + w x n] = -crm(v)^T f."""
+    return _CRF.dot(v)
 
 
 def hbar(h):
@@ -51,7 +62,7 @@ def xform(R, p):
     Rt = R.T
     X = np.zeros((6, 6))
     X[:3, :3] = Rt
-    X[:3, 3:] = -Rt @ skew(p)
+    X[:3, 3:] = -Rt.dot(skew(p))
     X[3:, 3:] = Rt
     return X
 
@@ -97,7 +108,7 @@ def transform_inertia(I, R, p):
 def rotation_about(axis, angle):
     """Rodrigues: R = 1 + sin(a) K + (1 - cos(a)) K^2, K = skew(axis), axis a unit vector."""
     K = skew(axis)
-    return np.eye(3) + np.sin(angle) * K + (1.0 - np.cos(angle)) * (K @ K)
+    return np.eye(3) + math.sin(angle) * K + (1.0 - math.cos(angle)) * K.dot(K)
 
 
 def rpy_to_matrix(rpy):
