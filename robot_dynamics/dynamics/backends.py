@@ -170,7 +170,8 @@ class PinocchioBackend(Backend):
         if self._direct:
             try:
                 M = pin.crba(self.pm, self.data, q)
-                if math.isfinite(M.trace()):     # NaN anywhere in q reaches the diagonal
+                # M never depends on the root joints' q (a NaN there gives a finite M): check q too
+                if math.isfinite(M.trace()) and math.isfinite(q.dot(q)):
                     return self._symmetric(M)
             except Exception:  # noqa: BLE001
                 pass

@@ -70,6 +70,7 @@ def _inertial_xml(T_link_dh, entry, where):
     Ic = np.array([[iv[0], iv[1], iv[2]], [iv[1], iv[3], iv[4]], [iv[2], iv[4], iv[5]]])
     check_inertia(m, Ic, f"DH table: {where}")
     T = T_link_dh @ _T(p=com)
+    iv = [float(x) for x in iv]          # repr of a numpy scalar is "np.float64(...)" (numpy >= 2)
     return (f'<inertial>{_origin_xml(T)}<mass value="{m!r}"/>'
             f'<inertia ixx="{iv[0]!r}" ixy="{iv[1]!r}" ixz="{iv[2]!r}" iyy="{iv[3]!r}" '
             f'iyz="{iv[4]!r}" izz="{iv[5]!r}"/></inertial>')
