@@ -10,6 +10,7 @@ a floating base is [position (3); quaternion x, y, z, w (4)] followed by the joi
 [linear; angular] in the base frame (as in Pinocchio), so nq = nv + 1 for a floating base.
 """
 import copy
+import math
 from pathlib import Path
 
 import numpy as np
@@ -93,28 +94,45 @@ class Model:
         self.v_identity = bool(np.all(self.v_to_pin == np.arange(t.nv)))
         self.q_identity = self.v_identity and pm.nq == t.nq and all(
             tt in ("revolute", "prismatic") for tt in t.jtype)
+        self._build_q_maps()
         self.frame_ids = {}
         for name in t.frames:
             if pm.existFrame(name):
                 self.frame_ids[name] = pm.getFrameId(name)
 
+    def _build_q_maps(self):
+        """Index arrays for q_to_pin: one fancy-indexing per joint kind instead of a Python loop."""
+        t, pm = self.tree, self.pin_model
+        plain_u, plain_p, cont_u, cos_p, free_u, free_p = [], [], [], [], [], []
+        for i, jid in enumerate(self.pin_joint_id):
+            k, kp = t.iq[i], pm.idx_qs[jid]
+            if t.jtype[i] == "free":
+                free_u.append(k)
+                free_p.append(kp)
+            elif t.jtype[i] == "continuous":
+                cont_u.append(k)
+                cos_p.append(kp)
+            else:
+                plain_u.append(k)
+                plain_p.append(kp)
+        arr = lambda x: np.array(x, dtype=int)  # noqa: E731
+        self._qmap = (arr(plain_u), arr(plain_p), arr(cont_u), arr(cos_p), free_u, free_p)
+
     def q_to_pin(self, q, out=None):
         """User configuration -> Pinocchio's (continuous: cos, sin; free-flyer: normalised quaternion)."""
         if self.q_identity:
             return q
-        t, pm = self.tree, self.pin_model
-        qp = np.empty(pm.nq) if out is None else out
-        for i, jid in enumerate(self.pin_joint_id):
-            k, kp = t.iq[i], pm.idx_qs[jid]
-            jt = t.jtype[i]
-            if jt == "free":
-                qp[kp:kp + 3] = q[k:k + 3]
-                quat = q[k + 3:k + 7]
-                qp[kp + 3:kp + 7] = quat / np.linalg.norm(quat)
-            elif jt == "continuous":
-                qp[kp], qp[kp + 1] = np.cos(q[k]), np.sin(q[k])
-            else:
-                qp[kp] = q[k]
+        plain_u, plain_p, cont_u, cos_p, free_u, free_p = self._qmap
+        qp = np.empty(self.pin_model.nq) if out is None else out
+        qp[plain_p] = q[plain_u]
+        if cont_u.size:
+            qc = q[cont_u]
+            qp[cos_p] = np.cos(qc)
+            qp[cos_p + 1] = np.sin(qc)
+        for k, kp in zip(free_u, free_p):
+            qp[kp:kp + 3] = q[k:k + 3]
+            quat = q[k + 3:k + 7]
+            qp[kp + 3:kp + 7] = quat / math.sqrt(quat.dot(quat))
         return qp
 
     def q_from_pin(self, qp):
