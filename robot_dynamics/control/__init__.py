@@ -1,2 +1,33 @@
 """Control laws (no ROS): gravity compensation, computed torque, joint and Cartesian impedance,
-trajectory interpolation, wrench processing and the safety filter."""
+trajectory interpolation, wrench processing and the safety filter.
+
+    from robot_dynamics.control import make_law, LAWS, SafetyFilter, SafetyParams, JointTrajectory, \
+        WrenchProcessor, State, JointReference, CartesianReference
+    law = make_law("joint_impedance", model, backend, {"k_gains": [...], "damping_ratio": 1.0})
+    law.reset(state); law.set_reference(ref); tau = law.compute(state)
+    tau_safe = SafetyFilter(model).apply(tau, state, dt, fallback=g)
+"""
+from .base import CartesianReference, ControlLaw, JointReference, LawInfo, State
+from .cartesian_impedance import CartesianImpedance
+from .computed_torque import ComputedTorque
+from .gravity import GravityCompensation
+from .joint_impedance import JointImpedance
+from .safety import SafetyFilter, SafetyParams
+from .trajectory import JointTrajectory
+from .wrench import WrenchProcessor
+
+LAW_CLASSES = {c.name: c for c in (GravityCompensation, ComputedTorque, JointImpedance, CartesianImpedance)}
+LAWS = tuple(LAW_CLASSES)
+
+
+def make_law(name, model, backend, params=None):
+    """Build the law `name` (one of LAWS) on a model and backend, with params (dict; ValueError on
+    an unknown name or a bad parameter)."""
+    if name not in LAW_CLASSES:
+        raise ValueError(f"unknown control law {name!r}; use one of {LAWS}")
+    return LAW_CLASSES[name](model, backend, params)
+
+
+__all__ = ["make_law", "LAWS", "LAW_CLASSES", "ControlLaw", "State", "JointReference", "CartesianReference",
+           "LawInfo", "GravityCompensation", "ComputedTorque", "JointImpedance", "CartesianImpedance",
+           "SafetyFilter", "SafetyParams", "JointTrajectory", "WrenchProcessor"]

@@ -10,16 +10,38 @@ math needs.  The ROS node converts messages into `State` / references and calls:
     tau = law.compute(state)                                    # every cycle, then the SafetyFilter
 
 Vectors are in model order (`model.joint_names`), length model.nv (fixed-base arms).
+
+Parameters are a flat dict (nested dicts such as {"task": {"k_pos_x": 1}} are flattened to
+"task.k_pos_x").  `set_params` validates the merged result before touching anything: on a bad value
+(NaN, negative gain, wrong length, unknown key, wrong type) it raises ValueError naming the key and
+the old parameters stay in force.  A vector parameter is a list of nv numbers or one number (or a
+one-element list, as a ROS double array carries it) used for every joint.  Parameters that default
+to "derived" (d_gains, task.d_*, nullspace_damping, q_nullspace, kp/kd) take None or [] for that.
+
+Non-finite state: `compute` does not raise; it returns NaN torques (and NaN in `info.error`), which
+the SafetyFilter turns into its defined safe command.
+
+Fast path: when the backend is a PinocchioBackend and `model.q_identity` (revolute/prismatic joints
+in Pinocchio's order, so q needs no conversion), the laws call `pin.*` directly on `backend.pm` /
+`backend.data`; this skips the backend's per-call input checks (about 1 us per call, measured) after
+the law has checked the state once.  Otherwise they go through the backend's methods.
 """
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import pinocchio as pin
+
+from ..dynamics.backends import PinocchioBackend
 
 
 @dataclass
 class State:
     """Measured robot state at time t [s]: q [rad | m], v [rad/s | m/s], optional measured wrench
-    [f; n] (N, N m) already expressed in `wrench_frame` (after tare and tool-gravity removal)."""
+    [f; n] (N, N m).  The wrench is the one the environment exerts on the robot (what a force/torque
+    sensor reports for a tool it carries, after tare and tool-gravity removal), about the origin of
+    the controlled frame, in the axes named by `wrench_frame`: "" or the controlled frame's name
+    (its local axes) or "world" (world-aligned axes), as WrenchProcessor produces it."""
     q: np.ndarray
     v: np.ndarray
     t: float = 0.0
@@ -29,7 +51,7 @@ class State:
 
 @dataclass
 class JointReference:
-    """Desired joint position, velocity and acceleration (model order)."""
+    """Desired joint position, velocity and acceleration (model order); v, a default to zero."""
     q: np.ndarray
     v: np.ndarray = None
     a: np.ndarray = None
@@ -38,7 +60,7 @@ class JointReference:
 @dataclass
 class CartesianReference:
     """Desired pose of the controlled frame in the world (R 3x3, p 3), optional twist [v; w] and
-    feed-forward wrench [f; n] in local-world-aligned axes."""
+    feed-forward wrench [f; n] (exerted by the robot on the environment) in local-world-aligned axes."""
     R: np.ndarray
     p: np.ndarray
     twist: np.ndarray = None
@@ -47,33 +69,294 @@ class CartesianReference:
 
 @dataclass
 class LawInfo:
-    """What a law reports each cycle for the controller-state topic: reference, error, torque."""
+    """What a law reports each cycle for the controller-state topic (the torque is what compute returns).
+    Joint laws: reference = q_d, error = q_d - q (nv).  Cartesian: reference = [p_d; quat_d (x y z w)]
+    (7), error = [p_d - p; log3(R_d R^T)] (6).  `status` is "" or a short note (e.g. "trajectory done",
+    "nonfinite state")."""
     reference: np.ndarray = field(default_factory=lambda: np.zeros(0))
     error: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    status: str = ""
+
+
+# ---------------------------------------------------------------- parameter checking
+def flatten_params(params):
+    """{"task": {"k_pos_x": 1}} -> {"task.k_pos_x": 1}."""
+    out = {}
+    for k, v in dict(params or {}).items():
+        if isinstance(v, dict):
+            for k2, v2 in flatten_params(v).items():
+                out[f"{k}.{k2}"] = v2
+        else:
+            out[str(k)] = v
+    return out
+
+
+def check_bool(key, x):
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, (int, np.integer)) and x in (0, 1):
+        return bool(x)
+    raise ValueError(f"{key}: expected true or false, got {x!r}")
+
+
+def check_scalar(key, x, lo=0.0, lo_open=False, allow_none=False):
+    """A finite number >= lo (> lo when lo_open).  lo=None: any finite number."""
+    if x is None and allow_none:
+        return None
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{key}: expected a number, got {x!r}")
+    x = float(x)
+    if not math.isfinite(x):
+        raise ValueError(f"{key}: {x} is not finite")
+    if lo is not None and (x < lo or (lo_open and x == lo)):
+        raise ValueError(f"{key}: {x} must be {'>' if lo_open else '>='} {lo}")
+    return x
+
+
+def check_vector(key, x, n, lo=0.0, allow_none=False):
+    """n finite numbers >= lo (lo=None: any sign); one number (or a one-element list) is used for all n."""
+    if x is None:
+        if allow_none:
+            return None
+        raise ValueError(f"{key}: missing")
+    if isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_)):
+        x = [x] * n
+    try:
+        a = np.array(x, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{key}: expected {n} numbers, got {x!r}") from None
+    if a.shape == (1,) and n != 1:
+        a = np.full(n, a[0])                  # a one-element list (a ROS double array) = one number
+    if a.shape != (n,):
+        raise ValueError(f"{key}: expected {n} values, got {a.size} (shape {a.shape})")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{key}: values must be finite, got {a.tolist()}")
+    if lo is not None and np.any(a < lo):
+        i = int(np.flatnonzero(a < lo)[0])
+        raise ValueError(f"{key}: element {i} is {a[i]}, must be >= {lo}")
+    return a
+
+
+# common parameters of every law: key -> default
+COMMON_DEFAULTS = {
+    "compensate_gravity": True,     # False for robots whose driver compensates gravity (Franka, Gazebo Franka)
+    "friction_compensation": False,
+    "friction_viscous": 0.0,        # N m s/rad per joint
+    "friction_coulomb": 0.0,        # N m per joint
+    "friction_smoothing": 0.01,     # rad/s: tau_c = f_c tanh(v / smoothing)
+}
 
 
 class ControlLaw:
-    """Base class.  Subclasses set `name` and implement `compute`."""
+    """Base class.  Subclasses set `name`, `DEFAULTS` (their own keys and defaults), implement
+    `_validate(p)` (check/normalise the merged flat dict in place, raise ValueError), `_apply(p)`,
+    `reset`, `set_reference` and `compute`."""
     name = "base"
+    DEFAULTS = {}
 
     def __init__(self, model, backend, params=None):
         self.model = model
         self.dyn = backend
         self.nv = model.nv
-        self.params = dict(params or {})
         self.info = LawInfo()
-        self.gravity_enabled = bool(self.params.get("compensate_gravity", True))
+        self.fast = isinstance(backend, PinocchioBackend) and model.q_identity
+        if self.fast:
+            self.pm, self.pdata = backend.pm, backend.data
+        self._tau = np.zeros(self.nv)
+        self._tf = np.zeros(self.nv)
+        self._il = np.tril_indices(self.nv, -1)
+        self._params = {}
+        defaults = dict(COMMON_DEFAULTS)
+        defaults.update(self.DEFAULTS)
+        self._params = self._checked(defaults, {})
+        self.set_params(params or {})
 
+    # ---- parameters ----
+    @property
+    def params(self):
+        """A copy of the current (validated, normalised) parameters."""
+        return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in self._params.items()}
+
+    def _checked(self, old, new):
+        new = flatten_params(new)
+        known = set(COMMON_DEFAULTS) | set(self.DEFAULTS)
+        unknown = sorted(set(new) - known)
+        if unknown:
+            raise ValueError(f"{self.name}: unknown parameter(s) {unknown}; known: {sorted(known)}")
+        p = dict(old)
+        p.update(new)
+        self._preprocess_merged(p, new)
+        n = self.nv
+        p["compensate_gravity"] = check_bool("compensate_gravity", p["compensate_gravity"])
+        p["friction_compensation"] = check_bool("friction_compensation", p["friction_compensation"])
+        p["friction_viscous"] = check_vector("friction_viscous", p["friction_viscous"], n)
+        p["friction_coulomb"] = check_vector("friction_coulomb", p["friction_coulomb"], n)
+        p["friction_smoothing"] = check_scalar("friction_smoothing", p["friction_smoothing"], 0.0, lo_open=True)
+        self._validate(p)
+        return p
+
+    def _preprocess_merged(self, p, new):
+        """Hook: adjust the merged dict given the keys of this update (e.g. omega replaces kp)."""
+
+    def _validate(self, p):
+        pass
+
+    def _apply(self, p):
+        pass
+
+    def set_params(self, params):
+        """Validate and apply new parameters atomically: raise ValueError and keep the old ones on
+        any bad value.  Keys not given keep their current values."""
+        p = self._checked(self._params, params)
+        self._params = p
+        self.gravity_enabled = p["compensate_gravity"]
+        self._fv, self._fc, self._fs = p["friction_viscous"], p["friction_coulomb"], p["friction_smoothing"]
+        self._friction = p["friction_compensation"] and (np.any(self._fv) or np.any(self._fc))
+        self._apply(p)
+
+    # ---- interface ----
     def reset(self, state):
         """Called on activation: take the current state as the reference (hold position)."""
 
     def set_reference(self, ref):
-        raise NotImplementedError(f"{self.name} takes no reference of type {type(ref).__name__}")
-
-    def set_params(self, params):
-        """Validate and apply new parameters atomically: raise ValueError and keep the old ones on
-        any bad value."""
-        self.params.update(params)
+        raise ValueError(f"{self.name} takes no reference of type {type(ref).__name__}")
 
     def compute(self, state):
         raise NotImplementedError
+
+    # ---- helpers for subclasses ----
+    def _state_ok(self, state):
+        """q, v as float arrays of length nv and finite.  On a bad state fill tau/info with NaN."""
+        q, v = state.q, state.v
+        if type(q) is not np.ndarray or q.dtype != np.float64:
+            q = np.asarray(q, dtype=float)
+        if type(v) is not np.ndarray or v.dtype != np.float64:
+            v = np.asarray(v, dtype=float)
+        if q.shape != (self.model.nq,) or v.shape != (self.nv,):
+            raise ValueError(f"{self.name}: state q has shape {q.shape}, v {v.shape}; "
+                             f"expected ({self.model.nq},), ({self.nv},)")
+        if not math.isfinite(q @ q + v @ v):
+            self._tau.fill(np.nan)
+            self.info.error = np.full_like(self.info.error, np.nan)
+            self.info.status = "nonfinite state"
+            return None, None
+        return q, v
+
+    def _add_friction(self, tau, v):
+        """tau += f_v v + f_c tanh(v / smoothing) (when friction_compensation is on)."""
+        if self._friction:
+            np.multiply(v, 1.0 / self._fs, out=self._tf)
+            np.tanh(self._tf, out=self._tf)
+            self._tf *= self._fc
+            tau += self._tf
+            tau += self._fv * v
+        return tau
+
+    def friction_torque(self, v):
+        """The friction model alone (for tests and plots)."""
+        v = np.asarray(v, dtype=float)
+        return self._fv * v + self._fc * np.tanh(v / self._fs)
+
+    # dynamics: direct Pinocchio calls on the fast path, the backend otherwise.  Returned arrays are
+    # views into Data, valid until the next call.
+    def _g(self, q):
+        if self.fast:
+            return pin.computeGeneralizedGravity(self.pm, self.pdata, q)
+        return self.dyn.gravity(q)
+
+    def _rnea(self, q, v, a):
+        if self.fast:
+            return pin.rnea(self.pm, self.pdata, q, v, a)
+        return self.dyn.rnea(q, v, a)
+
+    def _mass(self, q, out):
+        """Full symmetric M(q) copied into `out`."""
+        if self.fast:
+            M = pin.crba(self.pm, self.pdata, q)
+            out[...] = M
+            il = self._il
+            out[il] = out.T[il]                # Pinocchio fills the upper triangle only
+            return out
+        out[...] = self.dyn.mass_matrix(q)
+        return out
+
+    def _coriolis(self, q, v):
+        if self.fast:
+            return pin.computeCoriolisMatrix(self.pm, self.pdata, q, v)
+        return self.dyn.coriolis_matrix(q, v)
+
+
+def as_vec(x, n, what, default=0.0):
+    """A float vector of length n (None -> default); ValueError otherwise."""
+    if x is None:
+        return np.full(n, default)
+    a = np.array(x, dtype=float).reshape(-1)
+    if a.shape != (n,):
+        raise ValueError(f"{what}: expected {n} values, got {a.size}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{what}: values must be finite")
+    return a
+
+
+class JointLaw(ControlLaw):
+    """A law tracking a joint reference: a fixed JointReference or a JointTrajectory (started at the
+    first compute after it is set, from the measured state at that time)."""
+
+    def __init__(self, model, backend, params=None):
+        super().__init__(model, backend, params)
+        n = self.nv
+        self.q_d, self.v_d, self.a_d = None, np.zeros(n), np.zeros(n)
+        self.trajectory = None
+        self._e = np.zeros(n)
+        self._ed = np.zeros(n)
+        self.info.error = np.zeros(n)
+        self.info.reference = np.zeros(n)
+
+    def reset(self, state):
+        """Hold the current position: q_d = q, v_d = a_d = 0; drops any trajectory."""
+        q = np.array(state.q, dtype=float).reshape(-1)
+        if q.shape != (self.nv,) or not np.all(np.isfinite(q)):
+            raise ValueError(f"{self.name}.reset: q must be {self.nv} finite values")
+        self.q_d = q.copy()
+        self.v_d[:] = 0.0
+        self.a_d[:] = 0.0
+        self.trajectory = None
+        self.info.status = "holding"
+
+    def set_reference(self, ref):
+        # imported here to keep base importable on its own
+        from .trajectory import JointTrajectory
+        n = self.nv
+        if isinstance(ref, JointTrajectory):
+            if ref.nv != n:
+                raise ValueError(f"{self.name}: trajectory has {ref.nv} joints, the model {n}")
+            self.trajectory = ref
+            self.info.status = "trajectory"
+            return
+        if not isinstance(ref, JointReference):
+            raise ValueError(f"{self.name} takes a JointReference or JointTrajectory, not {type(ref).__name__}")
+        q_d = as_vec(ref.q, n, "reference q")
+        v_d = as_vec(ref.v, n, "reference v")
+        a_d = as_vec(ref.a, n, "reference a")
+        self.q_d, self.v_d[:], self.a_d[:] = q_d, v_d, a_d
+        self.trajectory = None
+        self.info.status = "reference"
+
+    def _desired(self, state, q, v):
+        """(q_d, v_d, a_d) for this cycle; also fills info.reference / info.error and the error
+        buffers self._e = q_d - q, self._ed = v_d - v."""
+        if self.q_d is None:                 # never reset: hold where we are
+            self.reset(State(q=q, v=v, t=state.t))
+        tr = self.trajectory
+        if tr is not None:
+            if not tr.started:
+                tr.start(state.t, q, v)
+            q_d, v_d, a_d = tr.sample(state.t)
+            self.q_d, self.v_d[:], self.a_d[:] = q_d, v_d, a_d
+            if tr.done(state.t):
+                self.info.status = "trajectory done"
+        np.subtract(self.q_d, q, out=self._e)
+        np.subtract(self.v_d, v, out=self._ed)
+        self.info.reference[:] = self.q_d
+        self.info.error[:] = self._e
+        return self.q_d, self.v_d, self.a_d

@@ -1,0 +1,303 @@
+"""Cartesian impedance control of one frame, with a dynamically consistent nullspace posture task:
+
+    e     = [p_d - p; log3(R_d R^T)]                 pose error, world-aligned axes (not Euler angles)
+    xdot  = J v                                      J: frame Jacobian, local_world_aligned
+    F     = K e + D (xdot_d - xdot) + F_d            K, D diagonal (world-aligned axes)
+    tau   = J^T F + g(q) + N^T tau0  [+ friction]
+    tau0  = K_ns (q_ns - q) - D_ns v                 posture torque
+    N^T   = I - J^T Lambda J M^-1                    so that J M^-1 N^T tau0 = 0 (no task acceleration)
+    Lambda = (J M^-1 J^T + lambda^2 I)^-1            task-space inertia, regularised near singularities
+
+M^-1 is never formed: M = U^T U (LAPACK dpotrf on the 7x7), X = M^-1 J^T by dpotrs, then
+J M^-1 J^T = J X, and J M^-1 tau0 = X^T tau0.  Lambda is applied through the Cholesky factor of the
+6x6 (its diagonal, for the damping, from the inverse of the triangular factor).  lambda = damped_pinv_lambda bounds Lambda (and the
+derived damping) near singularities; lambda = 0 gives the exact projector.
+
+Damping: task.d_pos_*/task.d_rot_* when given, else d_i = 2 zeta sqrt(k_i Lambda_ii) with
+zeta = task.damping_ratio (per-axis critical damping from the diagonal of Lambda).  Nullspace damping,
+when not given, d_i = 2 sqrt(k_ns,i m_ii).
+
+Force axes: force_axes (6 bools, world-aligned [x y z rx ry rz]) switch those axes from stiffness to
+explicit force control of the wrench the robot exerts, F_d (from the reference), using the measured
+wrench (State.wrench, the environment on the robot, so the robot exerts -State.wrench):
+    F_i = F_d,i + force_kp (F_d,i - F_i,meas) + force_ki int(F_d,i - F_i,meas) dt - D_i xdot_i
+with the integral term bounded by force_integral_limit.  No wrench in the state: open loop F_d.
+
+Pinocchio fast path (see base): crba, generalized gravity, joint Jacobians and the frame placement
+are called directly on backend.pm / backend.data.
+"""
+import math
+
+import numpy as np
+import pinocchio as pin
+from scipy.linalg.lapack import dpotrf, dpotrs, dtrtri
+
+from .base import (CartesianReference, ControlLaw, check_bool, check_scalar, check_vector)
+from ..dynamics.reference import spatial
+
+_AX = ("x", "y", "z")
+_LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+
+
+def _task_keys():
+    keys = {}
+    for kind, default in (("pos", 200.0), ("rot", 20.0)):
+        for a in _AX:
+            keys[f"task.k_{kind}_{a}"] = default
+            keys[f"task.d_{kind}_{a}"] = None
+    keys["task.damping_ratio"] = 1.0
+    return keys
+
+
+class CartesianImpedance(ControlLaw):
+    name = "cartesian_impedance"
+    DEFAULTS = dict(_task_keys(), **{
+        "frame": None,                    # default: the last frame of the model (usually the tool tip)
+        "nullspace_stiffness": 10.0,      # N m/rad, one number or nv
+        "nullspace_damping": None,        # N m s/rad; default 2 sqrt(k m_ii)
+        "q_nullspace": None,              # posture; default the q at reset
+        "damped_pinv_lambda": 0.01,
+        "force_axes": [False] * 6,
+        "force_kp": 0.0,
+        "force_ki": 0.0,
+        "force_integral_limit": 20.0,     # bound on the integral term [N | N m]
+        "max_pos_error": 0.0,             # clip |p_d - p| to this [m]; 0: no clipping
+        "max_rot_error": 0.0,             # clip the rotation error angle [rad]; 0: no clipping
+    })
+
+    def __init__(self, model, backend, params=None):
+        n = model.nv
+        self._J = np.zeros((6, n))
+        self._e = np.zeros(6)
+        self._F = np.zeros(6)
+        self._xd = np.zeros(6)
+        self._tau0 = np.zeros(n)
+        self._integral = np.zeros(6)
+        self._t_last = None
+        self.R_d, self.p_d = None, None
+        self.twist_d = np.zeros(6)
+        self.wrench_d = np.zeros(6)
+        self.q_ns = None
+        super().__init__(model, backend, params)
+        self.info.reference = np.zeros(7)
+        self.info.error = np.zeros(6)
+
+    # ---- parameters ----
+    def _preprocess_merged(self, p, new):
+        for k in ("nullspace_damping", "q_nullspace") + tuple(k for k in p if k.startswith("task.d_")):
+            if isinstance(p.get(k), (list, tuple, np.ndarray)) and len(p[k]) == 0:
+                p[k] = None
+
+    def _validate(self, p):
+        n = self.nv
+        frame = p["frame"]
+        if frame is None or frame == "":
+            frame = self.model.frame_names[-1]
+        if not isinstance(frame, str):
+            raise ValueError(f"frame: expected a frame name, got {frame!r}")
+        try:
+            self.model.check_frame(frame)
+        except ValueError as e:
+            raise ValueError(f"frame: {e}") from None
+        p["frame"] = frame
+        for kind in ("pos", "rot"):
+            for a in _AX:
+                p[f"task.k_{kind}_{a}"] = check_scalar(f"task.k_{kind}_{a}", p[f"task.k_{kind}_{a}"])
+                p[f"task.d_{kind}_{a}"] = check_scalar(f"task.d_{kind}_{a}", p[f"task.d_{kind}_{a}"],
+                                                       allow_none=True)
+        p["task.damping_ratio"] = check_scalar("task.damping_ratio", p["task.damping_ratio"])
+        p["nullspace_stiffness"] = check_vector("nullspace_stiffness", p["nullspace_stiffness"], n)
+        p["nullspace_damping"] = check_vector("nullspace_damping", p["nullspace_damping"], n, allow_none=True)
+        p["q_nullspace"] = check_vector("q_nullspace", p["q_nullspace"], n, lo=None, allow_none=True)
+        p["damped_pinv_lambda"] = check_scalar("damped_pinv_lambda", p["damped_pinv_lambda"])
+        fa = p["force_axes"]
+        if isinstance(fa, (str, bytes)) or not hasattr(fa, "__len__") or len(fa) != 6:
+            raise ValueError(f"force_axes: expected 6 booleans, got {fa!r}")
+        p["force_axes"] = [check_bool(f"force_axes[{i}]", x) for i, x in enumerate(fa)]
+        p["force_kp"] = check_vector("force_kp", p["force_kp"], 6)
+        p["force_ki"] = check_vector("force_ki", p["force_ki"], 6)
+        p["force_integral_limit"] = check_scalar("force_integral_limit", p["force_integral_limit"])
+        p["max_pos_error"] = check_scalar("max_pos_error", p["max_pos_error"])
+        p["max_rot_error"] = check_scalar("max_rot_error", p["max_rot_error"])
+
+    def _apply(self, p):
+        frame_changed = getattr(self, "frame", None) not in (None, p["frame"])
+        self.frame = p["frame"]
+        self.fid = self.model.frame_ids[self.frame]
+        self.K = np.array([p[f"task.k_{k}_{a}"] for k in ("pos", "rot") for a in _AX])
+        d = [p[f"task.d_{k}_{a}"] for k in ("pos", "rot") for a in _AX]
+        self.d_given = np.array([x is not None for x in d])
+        self.D_fixed = np.array([0.0 if x is None else x for x in d])
+        self._all_d_given = bool(np.all(self.d_given))
+        self._two_zeta_sqrt_k = 2.0 * p["task.damping_ratio"] * np.sqrt(self.K)
+        self.K_ns = p["nullspace_stiffness"].copy()
+        self.D_ns = None if p["nullspace_damping"] is None else p["nullspace_damping"].copy()
+        self._2sqrt_kns = 2.0 * np.sqrt(self.K_ns)
+        if p["q_nullspace"] is not None:
+            self.q_ns = p["q_nullspace"].copy()
+        self.lam2 = p["damped_pinv_lambda"] ** 2
+        self.S = np.array(p["force_axes"], dtype=bool)
+        self._any_force = bool(self.S.any())
+        self.force_kp, self.force_ki = p["force_kp"].copy(), p["force_ki"].copy()
+        self.D = self.D_fixed.copy()
+        if frame_changed:
+            self.R_d = None                   # re-taken from the current pose at the next compute
+
+    # ---- reference ----
+    def reset(self, state):
+        """Hold the current pose; posture = current q (unless q_nullspace is set); clear the force
+        integral."""
+        q = np.array(state.q, dtype=float)
+        if q.shape != (self.model.nq,) or not np.all(np.isfinite(q)):
+            raise ValueError(f"{self.name}.reset: q must be {self.model.nq} finite values")
+        R, p = self.dyn.frame_placement(q, self.frame)
+        self.R_d, self.p_d = np.array(R), np.array(p)
+        self._quat_d = spatial.matrix_to_quat(self.R_d)
+        self.twist_d[:] = 0.0
+        self.wrench_d[:] = 0.0
+        self.q_ns = q.copy() if self._params["q_nullspace"] is None else self._params["q_nullspace"].copy()
+        self._integral[:] = 0.0
+        self._t_last = None
+        self.info.status = "holding"
+
+    def set_reference(self, ref):
+        if not isinstance(ref, CartesianReference):
+            raise ValueError(f"{self.name} takes a CartesianReference, not {type(ref).__name__}")
+        R = np.array(ref.R, dtype=float)
+        p = np.array(ref.p, dtype=float).reshape(-1)
+        if R.shape != (3, 3) or p.shape != (3,) or not (np.all(np.isfinite(R)) and np.all(np.isfinite(p))):
+            raise ValueError("reference: R must be a finite 3x3 and p 3 finite numbers")
+        if np.abs(R.T @ R - np.eye(3)).max() > 1e-6 or np.linalg.det(R) < 0:
+            raise ValueError("reference: R is not a rotation matrix (R^T R != I or det < 0)")
+        tw = np.zeros(6) if ref.twist is None else np.array(ref.twist, dtype=float).reshape(-1)
+        wr = np.zeros(6) if ref.wrench is None else np.array(ref.wrench, dtype=float).reshape(-1)
+        if tw.shape != (6,) or wr.shape != (6,) or not (np.all(np.isfinite(tw)) and np.all(np.isfinite(wr))):
+            raise ValueError("reference: twist and wrench must be 6 finite numbers")
+        self.R_d, self.p_d, self.twist_d[:], self.wrench_d[:] = R, p, tw, wr
+        self._quat_d = spatial.matrix_to_quat(R)
+        self.info.status = "reference"
+
+    # ---- the law ----
+    def _kinematics(self, q):
+        """M (upper triangle valid), g, J (local_world_aligned), R, p of the frame."""
+        if self.fast:
+            pm, d = self.pm, self.pdata
+            M = pin.crba(pm, d, q)
+            g = pin.computeGeneralizedGravity(pm, d, q) if self.gravity_enabled else None
+            pin.computeJointJacobians(pm, d, q)
+            oMf = pin.updateFramePlacement(pm, d, self.fid)
+            J = pin.getFrameJacobian(pm, d, self.fid, _LWA)
+            return M, g, J, oMf.rotation, oMf.translation
+        M = self.dyn.mass_matrix(q)
+        g = self.dyn.gravity(q).copy() if self.gravity_enabled else None
+        J = np.array(self.dyn.frame_jacobian(q, self.frame, "local_world_aligned"))
+        R, p = self.dyn.frame_placement(q, self.frame)
+        return M, g, J, R, p
+
+    def compute(self, state):
+        q, v = self._state_ok(state)
+        tau = self._tau
+        if q is None:
+            return tau.copy()
+        if self.R_d is None:
+            self.reset(state)
+        M, g, J, R, p = self._kinematics(q)
+        Mdiag = np.diagonal(M)
+        cM, info = dpotrf(M, lower=0, clean=0)            # M = U^T U (upper triangle read)
+        if info != 0:
+            tau.fill(np.nan)
+            self.info.status = "mass matrix not positive definite"
+            return tau.copy()
+
+        # pose error (world-aligned) and task velocity
+        e = self._e
+        np.subtract(self.p_d, p, out=e[:3])
+        e[3:] = pin.log3(self.R_d @ R.T)
+        mp, mr = self._params["max_pos_error"], self._params["max_rot_error"]
+        if mp > 0.0:
+            n_e = math.sqrt(e[0] * e[0] + e[1] * e[1] + e[2] * e[2])
+            if n_e > mp:
+                e[:3] *= mp / n_e
+        if mr > 0.0:
+            n_e = math.sqrt(e[3] * e[3] + e[4] * e[4] + e[5] * e[5])
+            if n_e > mr:
+                e[3:] *= mr / n_e
+        xd = np.dot(J, v, out=self._xd)
+
+        # task-space inertia: A = J M^-1 J^T + lambda^2 I = Lambda^-1
+        X, _ = dpotrs(cM, J.T, lower=0)                  # M^-1 J^T  (nv x 6)
+        A = J @ X
+        A.flat[::7] += self.lam2
+        cA, info = dpotrf(A, lower=0, clean=1)
+        if info != 0:                                   # singular with lambda = 0: regularise
+            A.flat[::7] += 1e-9 * max(np.trace(A), 1.0)
+            cA, info = dpotrf(A, lower=0, clean=1)
+        if not self._all_d_given:
+            Ui, _ = dtrtri(cA, lower=0)                 # Lambda = A^-1 = U^-1 U^-T
+            lam_diag = np.einsum("ij,ij->i", Ui, Ui)    # diag(Lambda): row norms of U^-1
+            D = self.D
+            np.sqrt(np.maximum(lam_diag, 0.0), out=D)
+            D *= self._two_zeta_sqrt_k
+            np.copyto(D, self.D_fixed, where=self.d_given)
+        else:
+            D = self.D_fixed
+
+        # task wrench F = K e + D (xdot_d - xdot) + F_d
+        F = self._F
+        np.subtract(self.twist_d, xd, out=F)
+        F *= D
+        if self._any_force:
+            self._force_axes(state, R, F)
+        else:
+            F += self.K * e
+            F += self.wrench_d
+        np.dot(J.T, F, out=tau)
+
+        # dynamically consistent nullspace: tau += tau0 - J^T Lambda (J M^-1 tau0)
+        t0 = self._tau0
+        np.subtract(self.q_ns, q, out=t0)
+        t0 *= self.K_ns
+        if self.D_ns is None:
+            t0 -= self._2sqrt_kns * np.sqrt(Mdiag) * v
+        else:
+            t0 -= self.D_ns * v
+        y, _ = dpotrs(cA, X.T @ t0, lower=0)           # Lambda J M^-1 tau0
+        tau += t0
+        tau -= J.T @ y
+        if g is not None:
+            tau += g
+        self._add_friction(tau, v)
+
+        # report
+        self.info.reference[:3] = self.p_d
+        self.info.reference[3:] = self._quat_d
+        self.info.error[:] = e
+        return tau.copy()
+
+    def _force_axes(self, state, R, F):
+        """F (holding D (xdot_d - xdot)) += K e + F_d on stiffness axes, force PI on force axes."""
+        S, e = self.S, self._e
+        Fd = self.wrench_d
+        F += np.where(S, 0.0, self.K * e) + Fd
+        w = state.wrench
+        dt = 0.0 if self._t_last is None else min(max(state.t - self._t_last, 0.0), 0.1)
+        self._t_last = state.t
+        if w is None:
+            self.info.status = "force axes: no measured wrench (open loop)"
+            return
+        w = np.asarray(w, dtype=float)
+        if w.shape != (6,) or not np.all(np.isfinite(w)):
+            self.info.status = "force axes: bad measured wrench (open loop)"
+            return
+        if state.wrench_frame in ("", self.frame):
+            w_lwa = np.concatenate([R @ w[:3], R @ w[3:]])
+        elif state.wrench_frame == "world":
+            w_lwa = w
+        else:
+            self.info.status = f"force axes: wrench in {state.wrench_frame!r}, expected {self.frame!r} or 'world'"
+            return
+        ef = Fd + w_lwa                                  # F_d - (robot on environment = -w)
+        self._integral += np.where(S, ef * dt, 0.0)
+        lim = self._params["force_integral_limit"]
+        it = np.clip(self.force_ki * self._integral, -lim, lim)
+        F += np.where(S, self.force_kp * ef + it, 0.0)

@@ -1,0 +1,61 @@
+"""Computed torque (inverse dynamics) control:
+
+    tau = M(q) (a_d + kd (v_d - v) + kp (q_d - q)) + h(q, v)          evaluated as one RNEA call
+        = rnea(q, v, a_cmd)     [- g(q) when compensate_gravity is False]   [+ friction]
+
+so the closed-loop error obeys e'' + kd e' + kp e = 0 on a perfect model.  Gains: kp, kd (nv each), or
+omega, zeta (natural frequency rad/s, damping ratio): kp = omega^2, kd = 2 zeta omega.  kp given
+without kd: kd = 2 sqrt(kp) (critical damping).  Setting omega or zeta in an update drops kp/kd.
+"""
+import numpy as np
+
+from .base import JointLaw, check_scalar, check_vector
+
+
+class ComputedTorque(JointLaw):
+    name = "computed_torque"
+    DEFAULTS = {"kp": None, "kd": None, "omega": 10.0, "zeta": 1.0}
+
+    def _preprocess_merged(self, p, new):
+        for k in ("kp", "kd"):
+            if isinstance(p.get(k), (list, tuple, np.ndarray)) and len(p[k]) == 0:
+                p[k] = None                       # an empty list (ROS parameter) means "not set"
+        if ("omega" in new or "zeta" in new) and "kp" not in new:
+            p["kp"] = None
+        if ("omega" in new or "zeta" in new or "kp" in new) and "kd" not in new:
+            p["kd"] = None
+
+    def _validate(self, p):
+        n = self.nv
+        p["omega"] = check_scalar("omega", p["omega"], 0.0)
+        p["zeta"] = check_scalar("zeta", p["zeta"], 0.0)
+        p["kp"] = check_vector("kp", p["kp"], n, allow_none=True)
+        p["kd"] = check_vector("kd", p["kd"], n, allow_none=True)
+
+    def _apply(self, p):
+        n = self.nv
+        kp = p["kp"] if p["kp"] is not None else np.full(n, p["omega"] ** 2)
+        if p["kd"] is not None:
+            kd = p["kd"]
+        elif p["kp"] is not None:
+            kd = 2.0 * np.sqrt(kp)
+        else:
+            kd = np.full(n, 2.0 * p["zeta"] * p["omega"])
+        self.kp, self.kd = kp.copy(), kd.copy()
+        self._acmd = np.zeros(n)
+
+    def compute(self, state):
+        q, v = self._state_ok(state)
+        tau = self._tau
+        if q is None:
+            return tau.copy()
+        _, _, a_d = self._desired(state, q, v)
+        a = self._acmd
+        np.multiply(self.kp, self._e, out=a)
+        a += self.kd * self._ed
+        a += a_d
+        tau[:] = self._rnea(q, v, a)
+        if not self.gravity_enabled:
+            tau -= self._g(q)
+        self._add_friction(tau, v)
+        return tau.copy()

@@ -1,0 +1,209 @@
+"""Safety filter: the last step before a torque leaves the controller.  No ROS.
+
+    sf = SafetyFilter(model, SafetyParams(...) or dict)
+    sf.reset()                                   # on activation: output restarts from zero torque
+    tau_safe = sf.apply(tau, state, dt, fallback=None)
+
+Per cycle, in this order:
+1. non-finite command (NaN/Inf anywhere, or wrong length) -> the target is the fallback (e.g. g(q)
+   from the caller) if it is finite and the right length, else zero torque;
+2. optional repulsive torque within `position_margin` of a position limit,
+   k (q_lim +- margin - q), and optional velocity damping -velocity_damping v (when the state is finite);
+3. clamp to the effort limits (model.effort_limits unless overridden; scaled by effort_scale);
+4. start ramp: for ramp_time seconds after reset the target is scaled by (time since reset)/ramp_time
+   (time since reset = the sum of the dt given to apply);
+5. rate limit: the output moves at most rate_limit * dt per joint from the previous output (which is
+   zero after reset), so a NaN cycle rate-limits the last good command toward the fallback;
+6. final clamp to the effort limits (only acts if the limits were lowered live).
+
+The output is always a new finite array within the effort limits.  `reasons` lists what acted in this
+cycle, `counts` counts cycles per reason since construction (or reset(clear_counts=True)).
+A bad dt (non-finite or <= 0) is treated as 0: the output holds the previous value ("bad_dt").
+"""
+import math
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+
+from .base import check_scalar, check_vector
+
+REASONS = ("nonfinite_command", "bad_fallback", "nonfinite_state", "bad_dt", "position_limit",
+           "velocity_damping", "effort_limit", "start_ramp", "rate_limit")
+
+
+@dataclass
+class SafetyParams:
+    effort_limits: object = None        # N m per joint (or one number); None: model.effort_limits
+    effort_scale: float = 1.0           # fraction of the effort limits actually allowed (0, 1]
+    rate_limit: float = 1000.0          # N m/s per joint (or one number per joint as a list)
+    ramp_time: float = 0.5              # s; 0: no ramp
+    position_margin: float = 0.0        # rad | m from a position limit where the repulsion starts; 0: off
+    position_stiffness: float = 0.0     # N m/rad of the repulsive torque
+    velocity_damping: float = 0.0       # N m s/rad; 0: off
+
+
+class SafetyFilter:
+    def __init__(self, model, params=None):
+        self.model = model
+        self.nv = model.nv
+        self.lower = np.asarray(model.lower_limits, dtype=float)
+        self.upper = np.asarray(model.upper_limits, dtype=float)
+        self._p = None
+        self.set_params(params if params is not None else SafetyParams())
+        self.counts = {}
+        self.reasons = []
+        self.reset()
+
+    # ---- parameters ----
+    @property
+    def params(self):
+        d = asdict(self._p)
+        for k, v in d.items():
+            if isinstance(v, np.ndarray):
+                d[k] = v.tolist()
+        return d
+
+    def set_params(self, params):
+        """A SafetyParams or a dict of its fields (a dict updates the current values).  Validated as a
+        whole: ValueError and the old parameters kept on any bad value."""
+        base = asdict(self._p) if self._p is not None else asdict(SafetyParams())
+        if isinstance(params, SafetyParams):
+            new = asdict(params)
+        elif isinstance(params, dict):
+            known = {f.name for f in fields(SafetyParams)}
+            unknown = sorted(set(params) - known)
+            if unknown:
+                raise ValueError(f"safety: unknown parameter(s) {unknown}; known: {sorted(known)}")
+            new = dict(base, **params)
+        else:
+            raise ValueError(f"safety: params must be SafetyParams or dict, got {type(params).__name__}")
+        n = self.nv
+        el = new["effort_limits"]
+        if el is None or (hasattr(el, "__len__") and len(el) == 0):
+            el = np.asarray(self.model.effort_limits, dtype=float)
+            if el.shape != (n,) or not np.all(np.isfinite(el)) or np.any(el <= 0):
+                raise ValueError(f"safety: the model's effort limits {el.tolist()} are not all finite and "
+                                 "positive; give effort_limits")
+            new["effort_limits"] = None
+        else:
+            el = check_vector("effort_limits", el, n)
+            if np.any(el <= 0):
+                raise ValueError("effort_limits: must be > 0")
+            new["effort_limits"] = el
+        scale = check_scalar("effort_scale", new["effort_scale"], 0.0, lo_open=True)
+        if scale > 1.0:
+            raise ValueError(f"effort_scale: {scale} must be <= 1")
+        new["effort_scale"] = scale
+        rate = check_vector("rate_limit", new["rate_limit"], n)
+        if np.any(rate <= 0):
+            raise ValueError("rate_limit: must be > 0")
+        new["rate_limit"] = rate if not np.isscalar(new["rate_limit"]) else float(new["rate_limit"])
+        for k in ("ramp_time", "position_margin", "position_stiffness", "velocity_damping"):
+            new[k] = check_scalar(k, new[k])
+        self._p = SafetyParams(**new)
+        self.limit = el * scale
+        self._neg_limit = -self.limit
+        self.rate = rate
+        self._use_state = (new["position_margin"] > 0 and new["position_stiffness"] > 0) or new["velocity_damping"] > 0
+        self._zero = np.zeros(n)
+
+    # ---- state ----
+    def reset(self, clear_counts=False):
+        """Restart: the next output ramps from zero torque."""
+        self.prev = np.zeros(self.nv)
+        self.elapsed = 0.0
+        self.reasons = []
+        if clear_counts:
+            self.counts = {}
+
+    def _flag(self, reason):
+        self.reasons.append(reason)
+        self.counts[reason] = self.counts.get(reason, 0) + 1
+
+    def _finite_vec(self, x):
+        """x as a float array of length nv if it is one and finite, else None."""
+        try:
+            if type(x) is not np.ndarray or x.dtype != np.float64:
+                x = np.asarray(x, dtype=float)
+        except (TypeError, ValueError):
+            return None
+        if x.shape != (self.nv,):
+            return None
+        if np.isfinite(x).all():
+            return x
+        return None
+
+    def apply(self, tau, state, dt, fallback=None):
+        """Filtered torque (new array, finite, within the effort limits, within rate_limit * dt of the
+        previous output)."""
+        self.reasons = []
+        p = self._p
+        # 1. command
+        t = self._finite_vec(tau)
+        if t is None:
+            self._flag("nonfinite_command")
+            fb = None if fallback is None else self._finite_vec(fallback)
+            if fb is None:
+                if fallback is not None:
+                    self._flag("bad_fallback")
+                t = self._zero
+            else:
+                t = fb
+        # dt
+        try:
+            dt = float(dt)
+        except (TypeError, ValueError):
+            dt = float("nan")
+        if not (dt > 0.0 and math.isfinite(dt)):
+            self._flag("bad_dt")
+            dt = 0.0
+        # 2. position limits and velocity damping (only when enabled: the state is not read otherwise)
+        if self._use_state:
+            t = self._state_terms(t, state, p)
+        # 3. effort limits
+        lim = self.limit
+        target = np.clip(t, self._neg_limit, lim)
+        if not np.array_equal(target, t):
+            self._flag("effort_limit")
+        # 4. start ramp
+        self.elapsed += dt
+        if self.elapsed < p.ramp_time:
+            self._flag("start_ramp")
+            target *= self.elapsed / p.ramp_time
+        # 5. rate limit (+ 6. the final clamp, which only acts if the limits were lowered live)
+        step = self.rate * dt
+        delta = target - self.prev
+        clipped = np.clip(delta, -step, step)
+        if not np.array_equal(clipped, delta):
+            self._flag("rate_limit")
+            target = clipped
+            target += self.prev
+            np.clip(target, self._neg_limit, lim, out=target)
+        self.prev = target
+        return target.copy()
+
+    def _state_terms(self, t, state, p):
+        q = v = None
+        if state is not None:
+            q = self._finite_vec(getattr(state, "q", None))
+            v = self._finite_vec(getattr(state, "v", None))
+        if q is None or v is None:
+            self._flag("nonfinite_state")
+            return t
+        t = t.copy()
+        m, k = p.position_margin, p.position_stiffness
+        if m > 0.0 and k > 0.0:
+            lo = self.lower + m
+            hi = self.upper - m
+            push = np.where(q < lo, k * (lo - q), 0.0) + np.where(q > hi, k * (hi - q), 0.0)
+            push[~np.isfinite(push)] = 0.0
+            if np.any(push != 0.0):
+                self._flag("position_limit")
+                t += push
+        if p.velocity_damping > 0.0 and np.any(v != 0.0):
+            self._flag("velocity_damping")
+            t -= p.velocity_damping * v
+        if not np.isfinite(t).all():                # overflow from huge inputs
+            self._flag("nonfinite_command")
+            t = np.nan_to_num(t, nan=0.0, posinf=0.0, neginf=0.0)
+        return t

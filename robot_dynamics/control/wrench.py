@@ -1,0 +1,120 @@
+"""Force/torque sensor processing (geometry_msgs/WrenchStamped -> the wrench a law uses).  No ROS.
+
+    wp = WrenchProcessor(model, backend, sensor_frame, target_frame, tool_mass=0, tool_com=(0, 0, 0),
+                         filter_cutoff_hz=None, deadband=(0.0, 0.0))
+    wp.tare(raw, q)                 # bias = raw - tool weight at q  (do it with no contact)
+    w = wp.process(raw, q, dt)      # [f; n] about target_frame's origin, in its axes
+
+Sensor model: raw = bias + W_tool(q) + W_ext, all [f; n] in the sensor frame about its origin, where
+W_tool is the weight of the tool carried beyond the sensor, f = R_s^T m g (g = model.gravity) applied
+at the tool's centre of mass c (sensor frame): n = c x f.  W_ext is the wrench the environment
+exerts on the tool, which is what `process` returns (the State.wrench convention).
+
+Steps: bias and tool weight removed -> first-order low-pass (cutoff filter_cutoff_hz, none if None)
+-> deadband on the force and torque magnitudes (|f| < d_f -> 0, else shrunk by d_f along f; same for
+the torque) -> change of frame.  The frame change is the force transform of the placements given by
+the model's kinematics at q: with sensor origin p and axes R relative to the target,
+    f_t = R f_s,    n_t = R n_s + p x f_t
+which conserves power with the rigid-body twist.  expressed_in="local_world_aligned" gives the
+wrench about the target origin in world axes instead (`frame` is then "world").
+"""
+import math
+
+import numpy as np
+
+from .base import check_scalar
+
+
+def _cross(a, b):
+    return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
+
+
+def _vec6(x, what):
+    try:
+        w = np.array(x, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what}: not numeric") from None
+    if w.shape != (6,) or not np.all(np.isfinite(w)):
+        raise ValueError(f"{what}: expected 6 finite numbers [fx fy fz nx ny nz], got {x!r}")
+    return w
+
+
+class WrenchProcessor:
+    def __init__(self, model, backend, sensor_frame, target_frame, tool_mass=0.0, tool_com=(0.0, 0.0, 0.0),
+                 filter_cutoff_hz=None, deadband=(0.0, 0.0), expressed_in="local"):
+        self.model, self.dyn = model, backend
+        for f in (sensor_frame, target_frame):
+            model.check_frame(f)
+        if expressed_in not in ("local", "local_world_aligned"):
+            raise ValueError(f"expressed_in: use 'local' or 'local_world_aligned', got {expressed_in!r}")
+        self.sensor_frame, self.target_frame, self.expressed_in = sensor_frame, target_frame, expressed_in
+        self.frame = target_frame if expressed_in == "local" else "world"
+        self.set_tool(tool_mass, tool_com)
+        self.filter_cutoff_hz = check_scalar("filter_cutoff_hz", filter_cutoff_hz, 0.0, lo_open=True,
+                                             allow_none=True)
+        try:
+            df, dn = deadband
+        except (TypeError, ValueError):
+            raise ValueError(f"deadband: expected (force, torque), got {deadband!r}") from None
+        self.deadband = (check_scalar("deadband force", df), check_scalar("deadband torque", dn))
+        self.bias = np.zeros(6)
+        self._y = None
+
+    def set_tool(self, mass, com):
+        m = check_scalar("tool_mass", mass)
+        c = np.array(com, dtype=float).reshape(-1)
+        if c.shape != (3,) or not np.all(np.isfinite(c)):
+            raise ValueError(f"tool_com: expected 3 finite numbers, got {com!r}")
+        self.tool_mass, self.tool_com = m, c
+
+    def tool_wrench(self, q):
+        """Weight of the tool as the sensor sees it at q: [R_s^T m g; c x R_s^T m g]."""
+        if self.tool_mass == 0.0:
+            return np.zeros(6)
+        R, _ = self.dyn.frame_placement(q, self.sensor_frame)
+        f = np.asarray(R).T @ (self.tool_mass * self.model.gravity)
+        return np.concatenate([f, _cross(self.tool_com, f)])
+
+    def tare(self, raw_wrench, q):
+        """Store the bias from a reading without contact: bias = raw - tool weight at q.  Resets the
+        filter."""
+        self.bias = _vec6(raw_wrench, "raw wrench") - self.tool_wrench(q)
+        self._y = None
+
+    def reset(self):
+        self._y = None
+
+    def force_transform(self, q):
+        """6x6 X with w_target = X w_sensor (the dual of the motion transform target <- sensor)."""
+        Rs, ps = (np.array(x) for x in self.dyn.frame_placement(q, self.sensor_frame))
+        Rt, pt = (np.array(x) for x in self.dyn.frame_placement(q, self.target_frame))
+        if self.expressed_in == "local":
+            R, p = Rt.T @ Rs, Rt.T @ (ps - pt)
+        else:
+            R, p = Rs, ps - pt
+        X = np.zeros((6, 6))
+        X[:3, :3] = R
+        X[3:, 3:] = R
+        px = np.array([[0.0, -p[2], p[1]], [p[2], 0.0, -p[0]], [-p[1], p[0], 0.0]])
+        X[3:, :3] = px @ R
+        return X
+
+    def process(self, raw_wrench, q, dt):
+        """External wrench on the tool, about the target frame origin, in the target axes (or world
+        axes).  ValueError on a non-finite reading."""
+        w = _vec6(raw_wrench, "raw wrench") - self.bias - self.tool_wrench(q)
+        # low-pass, first order: y += alpha (w - y), alpha = dt / (dt + 1 / (2 pi fc))
+        fc = self.filter_cutoff_hz
+        if fc is not None:
+            if self._y is None:
+                self._y = w.copy()
+            elif dt is not None and math.isfinite(dt) and dt > 0:
+                alpha = dt / (dt + 1.0 / (2.0 * math.pi * fc))
+                self._y += alpha * (w - self._y)
+            w = self._y.copy()
+        # deadband on magnitudes (continuous: shrink toward zero)
+        for sl, d in ((slice(0, 3), self.deadband[0]), (slice(3, 6), self.deadband[1])):
+            if d > 0.0:
+                nrm = float(np.linalg.norm(w[sl]))
+                w[sl] = 0.0 if nrm <= d else w[sl] * (1.0 - d / nrm)
+        return self.force_transform(q) @ w

@@ -1,0 +1,161 @@
+"""JointTrajectory: waypoints, continuity at knots, boundary conditions, exact reproduction of
+polynomials, holding the last point, and input validation.  Tolerances stated per test."""
+import numpy as np
+import pytest
+
+from robot_dynamics.control import JointTrajectory
+
+EPS = 1e-9        # s, one-sided offset for left/right limits at a knot; differences are then
+                  # derivative * EPS: |v| < 1e2, |a| < 1e3, |jerk| < 1e5 here, tolerances 1e-7, 1e-6, 1e-4
+
+
+def left_right(traj, t):
+    return traj.sample(t - EPS), traj.sample(t)
+
+
+def make(kind, rng, n=3, N=5):
+    times = np.cumsum(rng.uniform(0.2, 1.0, N))
+    P = rng.uniform(-1, 1, (N, n))
+    V = rng.uniform(-1, 1, (N, n)) if kind in ("cubic_hermite", "quintic") else None
+    A = rng.uniform(-2, 2, (N, n)) if kind == "quintic" else None
+    return JointTrajectory(times, P, V, A), times, P, V, A
+
+
+@pytest.mark.parametrize("kind", ["cubic_spline", "cubic_hermite", "quintic"])
+def test_through_waypoints_and_continuity(kind):
+    rng = np.random.default_rng(0)
+    traj, times, P, V, A = make(kind, rng)
+    assert traj.kind == kind
+    q0, v0 = rng.uniform(-1, 1, 3), rng.uniform(-1, 1, 3)
+    traj.start(2.0, q0, v0)
+    T = times + 2.0
+    # start state
+    q, v, a = traj.sample(2.0)
+    np.testing.assert_allclose(q, q0, atol=1e-12)
+    np.testing.assert_allclose(v, v0, atol=1e-12)
+    for k, tk in enumerate(T[:-1]):
+        (ql, vl, al), (qr, vr, ar) = left_right(traj, tk)
+        np.testing.assert_allclose(qr, P[k], atol=1e-12)                   # through the point
+        np.testing.assert_allclose(ql, qr, atol=1e-7)                       # q continuous
+        np.testing.assert_allclose(vl, vr, atol=1e-6)                       # v continuous
+        if V is not None:
+            np.testing.assert_allclose(vr, V[k], atol=1e-12)
+        if kind in ("quintic", "cubic_spline"):
+            np.testing.assert_allclose(al, ar, atol=1e-4)                   # a continuous (C2)
+        if A is not None:
+            np.testing.assert_allclose(ar, A[k], atol=1e-10)
+    # the last point and holding after the end
+    q, v, a = traj.sample(T[-1] - 1e-12)
+    np.testing.assert_allclose(q, P[-1], atol=1e-9)
+    for t in (T[-1], T[-1] + 5.0):
+        q, v, a = traj.sample(t)
+        np.testing.assert_array_equal(q, P[-1])
+        np.testing.assert_array_equal(v, 0.0)
+        np.testing.assert_array_equal(a, 0.0)
+    assert traj.done(T[-1]) and not traj.done(T[-1] - 0.01)
+    assert traj.duration == pytest.approx(times[-1])
+
+
+def test_spline_boundary_velocities():
+    """Positions only: the spline leaves with the start velocity and arrives with zero velocity."""
+    rng = np.random.default_rng(1)
+    traj, times, P, _, _ = make("cubic_spline", rng)
+    v0 = np.array([0.3, -0.2, 0.1])
+    traj.start(0.0, np.zeros(3), v0)
+    np.testing.assert_allclose(traj.sample(0.0)[1], v0, atol=1e-12)
+    np.testing.assert_allclose(traj.sample(times[-1] - 1e-9)[1], 0.0, atol=1e-6)
+
+
+def test_quintic_reproduces_a_quintic_polynomial():
+    """One segment with exact (q, v, a) of a degree-5 polynomial at both ends reproduces it (1e-10)."""
+    c = np.array([0.2, -0.5, 0.3, 0.7, -0.4, 0.1])
+    T = 1.7
+    poly = np.polynomial.Polynomial(c)
+    d1, d2 = poly.deriv(1), poly.deriv(2)
+    traj = JointTrajectory([0.0, T], [[poly(0)], [poly(T)]], [[d1(0)], [d1(T)]], [[d2(0)], [d2(T)]])
+    for t in np.linspace(0, T - 1e-9, 23):
+        q, v, a = traj.sample(t)
+        assert q[0] == pytest.approx(poly(t), abs=1e-10)
+        assert v[0] == pytest.approx(d1(t), abs=1e-10)
+        assert a[0] == pytest.approx(d2(t), abs=1e-9)
+
+
+def test_cubic_hermite_reproduces_a_cubic():
+    poly = np.polynomial.Polynomial([1.0, -0.3, 0.8, -0.25])
+    d1 = poly.deriv()
+    ts = [0.0, 0.5, 1.2, 2.0]
+    traj = JointTrajectory(ts, [[poly(t)] for t in ts], [[d1(t)] for t in ts])
+    for t in np.linspace(0, 2.0 - 1e-9, 31):
+        q, v, a = traj.sample(t)
+        assert q[0] == pytest.approx(poly(t), abs=1e-12)
+        assert v[0] == pytest.approx(d1(t), abs=1e-11)
+        assert a[0] == pytest.approx(poly.deriv(2)(t), abs=1e-10)
+
+
+def test_clamped_spline_reproduces_a_cubic_with_matching_ends():
+    """A cubic with v(0) = v0 and v(T) = 0 is its own clamped spline through its samples (1e-10)."""
+    T = 3.0
+    poly = np.polynomial.Polynomial.fromroots([T, T, -0.7]) * 0.2 + 0.5       # double root at T: v(T) = 0
+    d1 = poly.deriv()
+    ts = np.array([0.4, 1.1, 1.9, T])
+    traj = JointTrajectory(ts, [[poly(t)] for t in ts]).start(0.0, [poly(0.0)], [d1(0.0)])
+    for t in np.linspace(0, T - 1e-9, 41):
+        q, v, a = traj.sample(t)
+        assert q[0] == pytest.approx(poly(t), abs=1e-10)
+        assert v[0] == pytest.approx(d1(t), abs=1e-10)
+
+
+def test_first_time_zero_does_not_prepend_and_restart():
+    traj = JointTrajectory([0.0, 1.0], [[0.0, 0.0], [1.0, 2.0]])
+    traj.start(5.0, [9.0, 9.0], [0.0, 0.0])          # first time 0: the first point is the start
+    np.testing.assert_allclose(traj.sample(5.0)[0], [0.0, 0.0], atol=1e-15)
+    np.testing.assert_allclose(traj.sample(6.0)[0], [1.0, 2.0], atol=0)
+    traj = JointTrajectory([1.0], [[1.0, 2.0]])
+    traj.start(0.0, [0.0, 0.0])
+    traj.start(10.0, [0.5, 0.5])                     # restart from another state and time
+    np.testing.assert_allclose(traj.sample(10.0)[0], [0.5, 0.5], atol=1e-15)
+    np.testing.assert_allclose(traj.sample(10.5)[0], [0.75, 1.25], atol=1e-12)   # symmetric cubic midpoint
+    np.testing.assert_allclose(traj.sample(11.0)[0], [1.0, 2.0], atol=0)
+
+
+def test_before_start_holds_first_point():
+    traj = JointTrajectory([1.0, 2.0], [[1.0], [2.0]]).start(3.0, [0.0], [0.0])
+    q, v, a = traj.sample(0.0)
+    np.testing.assert_allclose(q, [0.0], atol=0)
+    np.testing.assert_allclose(v, [0.0], atol=0)
+
+
+def test_single_point_without_start_holds_it():
+    traj = JointTrajectory([0.0], [[0.3, 0.4]])
+    for t in (-1.0, 0.0, 3.0):
+        np.testing.assert_array_equal(traj.sample(t)[0], [0.3, 0.4])
+
+
+@pytest.mark.parametrize("args, kw, match", [
+    (([], np.zeros((0, 2))), {}, "no point"),
+    (([1.0, 0.5], np.zeros((2, 2))), {}, "strictly increasing"),
+    (([1.0, 1.0], np.zeros((2, 2))), {}, "strictly increasing"),
+    (([-0.1, 1.0], np.zeros((2, 2))), {}, ">= 0"),
+    (([0.5, np.nan], np.zeros((2, 2))), {}, "finite"),
+    (([0.5, 1.0], np.zeros((3, 2))), {}, "shape"),
+    (([0.5, 1.0], np.zeros(2)), {}, "2-D"),
+    (([0.5, 1.0], [[0.0, np.inf], [0.0, 0.0]]), {}, "finite"),
+    (([0.5, 1.0], np.zeros((2, 2)), np.zeros((2, 3))), {}, "shape"),
+    (([0.5, 1.0], np.zeros((2, 2)), None, np.zeros((2, 2))), {}, "without velocities"),
+    (([0.5, 1.0], [[0.0, 0.0], [0.0, 3.0]]), {"lower": [-1, -1], "upper": [1, 1]}, "upper limit"),
+    (([0.5, 1.0], [[0.0, -3.0], [0.0, 0.0]]), {"lower": [-1, -1], "upper": [1, 1]}, "lower limit"),
+    (([0.5, 1.0], [["a", 0.0], [0.0, 0.0]]), {}, "numeric"),
+])
+def test_bad_input_raises(args, kw, match):
+    with pytest.raises(ValueError, match=match):
+        JointTrajectory(*args, **kw)
+
+
+def test_bad_start_raises():
+    traj = JointTrajectory([1.0], [[0.0, 0.0]])
+    with pytest.raises(ValueError):
+        traj.start(0.0, [0.0])
+    with pytest.raises(ValueError):
+        traj.start(float("nan"), [0.0, 0.0])
+    with pytest.raises(ValueError):
+        traj.start(0.0, [0.0, 0.0], [np.nan, 0.0])
