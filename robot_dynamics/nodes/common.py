@@ -1,0 +1,313 @@
+"""Helpers shared by the rclpy nodes: parameter tables, JointState -> numpy name mapping, message
+conversions.  Everything here is plain Python / numpy plus message classes; no node state.
+
+Conventions (see DESIGN.md): vectors handed to the control layer are in model order
+(`model.joint_names`); vectors the user sees (commands, per-joint gains, the controller-state topic)
+are in the order of the node's `joints` parameter.
+"""
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor
+from rclpy.parameter import Parameter
+
+# ------------------------------------------------------------------------------------------------
+# parameter tables
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ParamSpec:
+    """One declared parameter.  `default` is a value, or a Parameter.Type for "not set" (an array
+    whose default comes from elsewhere: the URDF, the law).  `check` names the validation rule:
+    'nonneg', 'positive', 'finite', 'choices', 'per_joint' (1 or len(joints) numbers >= 0),
+    'per_joint_any' (1 or len(joints) finite numbers), 'vec3', 'vec2_nonneg', or None.
+    `live`: changeable while configured (applied at once); otherwise read at configure only.
+    """
+    name: str
+    default: object
+    description: str
+    check: str = None
+    choices: tuple = ()
+    live: bool = False
+    read_only: bool = False
+    law_key: str = None          # for law parameters: the key in the law's params dict
+    startup: bool = False        # read once when the node is created
+
+    @property
+    def type_name(self):
+        if isinstance(self.default, Parameter.Type):
+            return {Parameter.Type.DOUBLE: "double", Parameter.Type.DOUBLE_ARRAY: "double[]",
+                    Parameter.Type.STRING_ARRAY: "string[]", Parameter.Type.INTEGER_ARRAY: "int[]"}.get(self.default, str(self.default))
+        if isinstance(self.default, bool):
+            return "bool"
+        if isinstance(self.default, int):
+            return "int"
+        if isinstance(self.default, float):
+            return "double"
+        if isinstance(self.default, str):
+            return "string"
+        if isinstance(self.default, (list, tuple)):
+            return "double[]" if all(isinstance(x, float) for x in self.default) else "string[]"
+        return type(self.default).__name__
+
+    def default_text(self):
+        if isinstance(self.default, Parameter.Type):
+            return "(not set)"
+        if isinstance(self.default, str):
+            return repr(self.default)
+        return str(list(self.default) if isinstance(self.default, tuple) else self.default)
+
+    def descriptor(self):
+        d = ParameterDescriptor(description=self.description, read_only=self.read_only)
+        extra = []
+        if self.choices:
+            extra.append("one of " + ", ".join(self.choices))
+        if self.check in ("per_joint", "per_joint_any"):
+            extra.append("1 value (all joints) or one per joint in `joints` order")
+        if self.startup:
+            extra.append("read at start-up")
+        elif not self.live and not self.read_only:
+            extra.append("read at configure")
+        if extra:
+            d.additional_constraints = "; ".join(extra)
+        if self.check in ("nonneg", "positive") and isinstance(self.default, float):
+            d.floating_point_range = [FloatingPointRange(from_value=0.0, to_value=1e12, step=0.0)]
+        return d
+
+
+def declare_all(node, specs):
+    for s in specs:
+        node.declare_parameter(s.name, s.default, s.descriptor())
+
+
+def param_value(node, name):
+    """The parameter's value (arrays as lists), or None when it is declared but not set."""
+    p = node._parameters.get(name) if hasattr(node, "_parameters") else None
+    if p is None or p.type_ == Parameter.Type.NOT_SET:
+        return None
+    v = p.value
+    if isinstance(v, (list, tuple)) or hasattr(v, "typecode"):
+        return list(v)
+    return v
+
+
+def check_value(spec, value, n_joints=None):
+    """Validate one parameter value against its spec; returns an error string or None."""
+    name, rule = spec.name, spec.check
+    if value is None:
+        return None
+    if rule == "choices":
+        return None if value in spec.choices else f"{name}: {value!r} is not one of {list(spec.choices)}"
+    if rule in ("nonneg", "positive", "finite"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"{name}: expected a number, got {value!r}"
+        if not math.isfinite(value):
+            return f"{name}: {value} is not finite"
+        if rule == "nonneg" and value < 0:
+            return f"{name}: {value} must be >= 0"
+        if rule == "positive" and value <= 0:
+            return f"{name}: {value} must be > 0"
+        return None
+    if rule in ("per_joint", "per_joint_any", "vec3", "vec2_nonneg"):
+        a = np.asarray(list(value), dtype=float)
+        if rule == "vec3" and a.size != 3:
+            return f"{name}: expected 3 values, got {a.size}"
+        if rule == "vec2_nonneg" and a.size != 2:
+            return f"{name}: expected 2 values, got {a.size}"
+        if rule.startswith("per_joint"):
+            ok = (1,) if n_joints is None else (1, n_joints)
+            if a.size not in ok and n_joints is not None:
+                return f"{name}: expected 1 or {n_joints} values (one per joint), got {a.size}"
+            if a.size == 0:
+                return f"{name}: expected at least 1 value"
+        if not np.all(np.isfinite(a)):
+            return f"{name}: values must be finite, got {a.tolist()}"
+        if rule in ("per_joint", "vec2_nonneg") and np.any(a < 0):
+            i = int(np.flatnonzero(a < 0)[0])
+            return f"{name}: element {i} is {a[i]}, must be >= 0"
+        return None
+    return None
+
+
+def params_table_markdown(specs):
+    """A Markdown table of the parameters (for the README)."""
+    rows = ["| parameter | type | default | description |", "|---|---|---|---|"]
+    for s in specs:
+        desc = s.description
+        d = s.descriptor()
+        if d.additional_constraints:
+            desc += f" ({d.additional_constraints})"
+        rows.append(f"| `{s.name}` | {s.type_name} | `{s.default_text()}` | {desc} |")
+    return "\n".join(rows)
+
+
+# ------------------------------------------------------------------------------------------------
+# JointState -> numpy
+# ------------------------------------------------------------------------------------------------
+REJECT_REASONS = ("missing_joint", "duplicate_name", "wrong_length", "non_finite")
+
+
+class JointStateMapper:
+    """Maps sensor_msgs/JointState (any order, extra joints ignored) onto preallocated q, v arrays in
+    a fixed order (`names`).  The index map is cached per name list, so a driver that publishes the
+    same order every time pays for one list comparison per message.
+
+        ok = mapper.map(msg)          # fills mapper.q, mapper.v; on False, mapper.reason / .detail
+    """
+
+    def __init__(self, names, require_velocity=True):
+        self.names = list(names)
+        self.n = len(self.names)
+        self.q = np.zeros(self.n)
+        self.v = np.zeros(self.n)
+        self.require_velocity = require_velocity
+        self._last_names = None
+        self._idx = None
+        self._map_error = None
+        self.reason = ""
+        self.detail = ""
+
+    def _build(self, msg_names):
+        self._last_names = list(msg_names)
+        self._idx, self._map_error = None, None
+        if len(set(msg_names)) != len(msg_names):
+            seen, dup = set(), []
+            for n in msg_names:
+                if n in seen:
+                    dup.append(n)
+                seen.add(n)
+            self._map_error = ("duplicate_name", f"duplicate joint name(s) {sorted(set(dup))}")
+            return
+        pos = {n: i for i, n in enumerate(msg_names)}
+        missing = [n for n in self.names if n not in pos]
+        if missing:
+            self._map_error = ("missing_joint", f"joint(s) {missing} missing (message has {list(msg_names)})")
+            return
+        self._idx = np.array([pos[n] for n in self.names], dtype=np.intp)
+
+    def _fail(self, reason, detail):
+        self.reason, self.detail = reason, detail
+        return False
+
+    def map(self, msg):
+        names = msg.name
+        if names != self._last_names:
+            self._build(names)
+        if self._map_error is not None:
+            return self._fail(*self._map_error)
+        m = len(names)
+        if len(msg.position) != m:
+            return self._fail("wrong_length", f"position has {len(msg.position)} values for {m} names")
+        nv = len(msg.velocity)
+        if nv != m and (nv != 0 or self.require_velocity):
+            return self._fail("wrong_length", f"velocity has {nv} values for {m} names")
+        idx = self._idx
+        np.take(np.frombuffer(msg.position, dtype=np.float64) if hasattr(msg.position, "typecode")
+                else np.asarray(msg.position, dtype=np.float64), idx, out=self.q)
+        if nv:
+            np.take(np.frombuffer(msg.velocity, dtype=np.float64) if hasattr(msg.velocity, "typecode")
+                    else np.asarray(msg.velocity, dtype=np.float64), idx, out=self.v)
+        else:
+            self.v.fill(0.0)
+        if not math.isfinite(self.q @ self.q + self.v @ self.v):
+            bad = [self.names[i] for i in np.flatnonzero(~(np.isfinite(self.q) & np.isfinite(self.v)))]
+            return self._fail("non_finite", f"NaN or Inf for joint(s) {bad}")
+        self.reason = self.detail = ""
+        return True
+
+
+def map_joint_values(names, msg_names, values, what):
+    """values (one per msg_names) -> array in `names` order; ValueError naming the problem."""
+    msg_names = list(msg_names)
+    if len(set(msg_names)) != len(msg_names):
+        raise ValueError(f"{what}: duplicate joint names")
+    if len(values) != len(msg_names):
+        raise ValueError(f"{what}: {len(values)} values for {len(msg_names)} names")
+    pos = {n: i for i, n in enumerate(msg_names)}
+    missing = [n for n in names if n not in pos]
+    if missing:
+        raise ValueError(f"{what}: joint(s) {missing} missing")
+    a = np.array([values[pos[n]] for n in names], dtype=float)
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{what}: values must be finite")
+    return a
+
+
+# ------------------------------------------------------------------------------------------------
+# message conversions
+# ------------------------------------------------------------------------------------------------
+def duration_to_sec(d):
+    return float(d.sec) + 1e-9 * float(d.nanosec)
+
+
+def stamp_to_sec(s):
+    return float(s.sec) + 1e-9 * float(s.nanosec)
+
+
+def wrench_to_array(w, out=None):
+    """geometry_msgs/Wrench -> [fx fy fz tx ty tz]."""
+    a = np.empty(6) if out is None else out
+    a[0], a[1], a[2] = w.force.x, w.force.y, w.force.z
+    a[3], a[4], a[5] = w.torque.x, w.torque.y, w.torque.z
+    return a
+
+
+def quat_to_matrix(x, y, z, w):
+    """Unit quaternion (x, y, z, w) -> rotation matrix.  Normalises; ValueError on zero / NaN."""
+    n = math.sqrt(x * x + y * y + z * z + w * w)
+    if not math.isfinite(n) or n < 1e-9:
+        raise ValueError(f"quaternion ({x}, {y}, {z}, {w}) is zero or not finite")
+    x, y, z, w = x / n, y / n, z / n, w / n
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+
+
+def pose_to_rp(pose):
+    """geometry_msgs/Pose -> (R 3x3, p 3); ValueError on a bad quaternion or a non-finite position."""
+    p = np.array([pose.position.x, pose.position.y, pose.position.z], dtype=float)
+    if not np.all(np.isfinite(p)):
+        raise ValueError(f"position {p.tolist()} is not finite")
+    o = pose.orientation
+    return quat_to_matrix(o.x, o.y, o.z, o.w), p
+
+
+def trajectory_arrays(names, msg):
+    """trajectory_msgs/JointTrajectory -> (times (N,), positions (N, n), velocities|None,
+    accelerations|None) with columns in `names` order.  ValueError naming the problem."""
+    if not msg.points:
+        raise ValueError("trajectory has no points")
+    msg_names = list(msg.joint_names)
+    if len(set(msg_names)) != len(msg_names):
+        raise ValueError("trajectory: duplicate joint names")
+    pos = {n: i for i, n in enumerate(msg_names)}
+    missing = [n for n in names if n not in pos]
+    if missing:
+        raise ValueError(f"trajectory: joint(s) {missing} missing")
+    idx = np.array([pos[n] for n in names], dtype=np.intp)
+    m, N = len(msg_names), len(msg.points)
+    times = np.array([duration_to_sec(pt.time_from_start) for pt in msg.points])
+    P = np.empty((N, len(names)))
+    has_v = all(len(pt.velocities) == m for pt in msg.points)
+    has_a = all(len(pt.accelerations) == m for pt in msg.points)
+    V = np.empty_like(P) if has_v else None
+    A = np.empty_like(P) if has_a else None
+    for k, pt in enumerate(msg.points):
+        if len(pt.positions) != m:
+            raise ValueError(f"trajectory point {k}: {len(pt.positions)} positions for {m} joints")
+        for arr, field_name, want in ((V, "velocities", has_v), (A, "accelerations", has_a)):
+            got = len(getattr(pt, field_name))
+            if not want and got not in (0, m):
+                raise ValueError(f"trajectory point {k}: {got} {field_name} for {m} joints")
+        P[k] = np.asarray(pt.positions, dtype=float)[idx]
+        if has_v:
+            V[k] = np.asarray(pt.velocities, dtype=float)[idx]
+        if has_a:
+            A[k] = np.asarray(pt.accelerations, dtype=float)[idx]
+    for arr, what in ((times, "time_from_start"), (P, "positions"), (V, "velocities"), (A, "accelerations")):
+        if arr is not None and not np.all(np.isfinite(arr)):
+            raise ValueError(f"trajectory: {what} must be finite")
+    return times, P, V, A
