@@ -22,6 +22,7 @@ setup() {
   fi
 }
 
+export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"   # small matrices: threads only add latency
 cmd="${1:-demo}"
 shift || true
 case "$cmd" in
