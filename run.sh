@@ -15,7 +15,7 @@ setup() {
     touch "$VENV/.installed"
   fi
   # (re)install the package itself when its sources changed: console scripts, share/robot_dynamics
-  if [ ! -f "$VENV/.pkg" ] || [ -n "$(find robot_dynamics launch config resource setup.py setup.cfg package.xml -newer "$VENV/.pkg" -print -quit)" ]; then
+  if [ ! -f "$VENV/.pkg" ] || [ -n "$(find robot_dynamics launch config urdf resource setup.py setup.cfg package.xml -newer "$VENV/.pkg" -print -quit)" ]; then
     "$VENV/bin/python" -m pip install --quiet --no-deps --no-build-isolation . >&2
     rm -rf build robot_dynamics.egg-info
     touch "$VENV/.pkg"

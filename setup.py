@@ -24,6 +24,9 @@ setup(
     entry_points={
         "console_scripts": [
             "robot_dynamics_demo = robot_dynamics.demo:main",
+            "controller_node = robot_dynamics.nodes.controller_node:main",
+            "echo_node = robot_dynamics.nodes.echo_node:main",
+            "sim_node = robot_dynamics.nodes.sim_node:main",
         ],
     },
 )

@@ -1,0 +1,74 @@
+"""Torque controller only, for a robot whose ros2_control stack is already running with an effort
+controller (effort_controllers/JointGroupEffortController, or forward_command_controller with
+interface_name: effort) and a joint_state_broadcaster.
+
+    ros2 launch robot_dynamics real_robot.launch.py robot:=panda controller:=joint_impedance
+    ros2 launch robot_dynamics real_robot.launch.py robot:=ur5e controller:=gravity_compensation \
+        command_topic:=/forward_effort_controller/commands wrench_topic:=/force_torque_sensor_broadcaster/wrench
+
+The robot description comes from the driver: the controller reads the `robot_description` parameter
+(passed here from the `robot_description` launch argument if given) or, in the parameters file, the
+example-robot-data model.  On a real UR5e use the driver's description (ur_robot_driver publishes it),
+never the simulation's UR5 URDF.
+
+Arguments:
+  robot, controller, config     as in sim.launch.py (config/<robot>_<controller>.yaml by default)
+  joint_states_topic            default /joint_states
+  command_topic                 default /effort_controller/commands
+  wrench_topic                  default /ft_sensor/wrench
+  namespace                     push the controller into a namespace (multi-robot set-ups)
+  robot_description             URDF text of the real robot ('' : from the parameters file)
+  autostart                     configure + activate at start-up (default false on hardware: activate
+                                it yourself with `ros2 lifecycle set /torque_controller activate`)
+The topics are remapped, so parameters files stay robot-agnostic.
+"""
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+PACKAGE = "robot_dynamics"
+ROBOTS = ("panda", "ur5e", "kinova")
+CONTROLLERS = ("gravity_compensation", "computed_torque", "joint_impedance", "cartesian_impedance")
+CONTROLLER_CONFIG = "{robot}_{controller}.yaml"          # in config/
+
+
+def _nodes(context):
+    share = get_package_share_directory(PACKAGE)
+    lc = {k: LaunchConfiguration(k).perform(context) for k in (
+        "robot", "controller", "config", "joint_states_topic", "command_topic", "wrench_topic",
+        "namespace", "robot_description", "autostart")}
+    config = lc["config"] or os.path.join(
+        share, "config", CONTROLLER_CONFIG.format(robot=lc["robot"], controller=lc["controller"]))
+    overrides = {"autostart": lc["autostart"].lower() in ("1", "true", "yes", "on")}
+    if lc["robot_description"]:
+        overrides["robot_description"] = lc["robot_description"]
+    return [
+        Node(package=PACKAGE, executable="controller_node", name="torque_controller",
+             namespace=lc["namespace"], output="screen",
+             parameters=[config, overrides],
+             # the node's parameters name the default topics; remapping them is the ROS way
+             remappings=[("/joint_states", lc["joint_states_topic"]),
+                         ("/effort_controller/commands", lc["command_topic"]),
+                         ("/ft_sensor/wrench", lc["wrench_topic"])]),
+    ]
+
+
+def generate_launch_description():
+    return LaunchDescription([
+        DeclareLaunchArgument("robot", default_value="panda", choices=list(ROBOTS)),
+        DeclareLaunchArgument("controller", default_value="gravity_compensation", choices=list(CONTROLLERS)),
+        DeclareLaunchArgument("config", default_value="", description="controller parameters file"),
+        DeclareLaunchArgument("joint_states_topic", default_value="/joint_states"),
+        DeclareLaunchArgument("command_topic", default_value="/effort_controller/commands"),
+        DeclareLaunchArgument("wrench_topic", default_value="/ft_sensor/wrench"),
+        DeclareLaunchArgument("namespace", default_value=""),
+        DeclareLaunchArgument("robot_description", default_value="",
+                              description="URDF text of the real robot (default: from the config file)"),
+        DeclareLaunchArgument("autostart", default_value="false",
+                              description="configure and activate the lifecycle node at start-up"),
+        OpaqueFunction(function=_nodes),
+    ])

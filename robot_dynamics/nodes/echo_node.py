@@ -1,0 +1,120 @@
+"""The latency floor: receive a JointState, publish a Float64MultiArray of the same length, no math.
+
+Same plumbing as the controller node (topics, QoS, executor choices) with the control step removed,
+so `bench/latency.py` can report the controller's latency as a ratio to this one.
+
+    python -m robot_dynamics.nodes.echo_node --ros-args -p executor:=single \
+        -p qos_reliability:=reliable -p qos_depth:=10
+
+The output's `data` is a copy of the input's `position` (the driver recovers the sequence number from
+it); one output message is allocated once and reused (publish serialises it at once).
+
+Parameters (read at start-up):
+  input_topic      /joint_states
+  output_topic     /effort_controller/commands
+  executor         single | multi | events   (rclpy SingleThreadedExecutor, MultiThreadedExecutor,
+                   rclpy.experimental.EventsExecutor)
+  qos_reliability  reliable | best_effort    (the subscription; also the publisher unless overridden)
+  qos_depth        history depth (KEEP_LAST), >= 1
+  output_qos_reliability, output_qos_depth   the publisher's, if set ('' / 0: as the subscription);
+                   e.g. best_effort/1 in and reliable/1 out, as the controller node does
+
+`make_executor` and `make_qos` are importable so the controller node can offer the same choices.
+"""
+import sys
+
+import rclpy
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+
+EXECUTORS = ("single", "multi", "events")
+RELIABILITIES = ("reliable", "best_effort")
+
+
+def make_executor(name, num_threads=None):
+    """'single' -> SingleThreadedExecutor, 'multi' -> MultiThreadedExecutor, 'events' ->
+    rclpy.experimental.EventsExecutor (measure it first: see bench/latency.py)."""
+    if name == "single":
+        return SingleThreadedExecutor()
+    if name == "multi":
+        return MultiThreadedExecutor(num_threads=num_threads)
+    if name == "events":
+        from rclpy.experimental import EventsExecutor
+        return EventsExecutor()
+    raise ValueError(f"executor: expected one of {EXECUTORS}, got {name!r}")
+
+
+def make_qos(reliability="reliable", depth=10):
+    """KEEP_LAST(depth) with the given reliability ('reliable' or 'best_effort'), volatile."""
+    if reliability not in RELIABILITIES:
+        raise ValueError(f"qos_reliability: expected one of {RELIABILITIES}, got {reliability!r}")
+    depth = int(depth)
+    if depth < 1:
+        raise ValueError(f"qos_depth: must be >= 1, got {depth}")
+    rel = ReliabilityPolicy.RELIABLE if reliability == "reliable" else ReliabilityPolicy.BEST_EFFORT
+    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth, reliability=rel)
+
+
+class EchoNode(Node):
+    def __init__(self, node_name="echo_node", **kwargs):
+        super().__init__(node_name, **kwargs)
+        self.declare_parameter("input_topic", "/joint_states")
+        self.declare_parameter("output_topic", "/effort_controller/commands")
+        self.declare_parameter("executor", "single")
+        self.declare_parameter("qos_reliability", "reliable")
+        self.declare_parameter("qos_depth", 10)
+        self.declare_parameter("output_qos_reliability", "")
+        self.declare_parameter("output_qos_depth", 0)
+        gp = self.get_parameter
+        self.executor_name = gp("executor").value
+        if self.executor_name not in EXECUTORS:
+            raise ValueError(f"executor: expected one of {EXECUTORS}, got {self.executor_name!r}")
+        qos = make_qos(gp("qos_reliability").value, gp("qos_depth").value)
+        out_rel = gp("output_qos_reliability").value or gp("qos_reliability").value
+        out_depth = gp("output_qos_depth").value or gp("qos_depth").value
+        out_qos = make_qos(out_rel, out_depth)
+        self._out = Float64MultiArray()
+        self.count = 0
+        self._pub = self.create_publisher(Float64MultiArray, gp("output_topic").value, out_qos)
+        self.create_subscription(JointState, gp("input_topic").value, self._on_joint_state, qos)
+        self.get_logger().info(
+            f"echo: {gp('input_topic').value} -> {gp('output_topic').value}, executor "
+            f"{self.executor_name}, qos in {gp('qos_reliability').value}/{gp('qos_depth').value} out "
+            f"{out_rel}/{out_depth}")
+
+    def _on_joint_state(self, msg):
+        self._out.data = msg.position          # array('d') -> array('d'): a copy, no conversion
+        self._pub.publish(self._out)
+        self.count += 1
+
+
+def main(args=None):
+    rclpy.init(args=args)
+    node = executor = None
+    try:
+        node = EchoNode()
+        executor = make_executor(node.executor_name)
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.get_logger().info(f"echoed {node.count} messages")
+        if executor is not None:
+            try:
+                executor.shutdown()
+            except Exception:  # noqa: BLE001  (best effort at exit)
+                pass
+        if node is not None:
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

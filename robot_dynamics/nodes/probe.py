@@ -1,0 +1,191 @@
+"""A ROS node that watches and pokes a running sim + controller: records /joint_states, /clock, the
+F/T wrench and the effort commands (with receipt times) and publishes references and pushes.  Spins
+in a background thread.  Used by the demo and by the tests that run nodes as separate processes.
+
+    probe = Probe(joints=model.joint_names).start()
+    probe.wait_for(lambda: probe.q is not None, 10)
+    probe.publish_pose([0.4, 0, 0.5], [1, 0, 0, 0]); probe.push("panda_hand_tcp", [0, 10, 0, 0, 0, 0])
+    probe.stop()
+"""
+import threading
+import time
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import PoseStamped, WrenchStamped
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import QoSProfile
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+
+def _stamp_to_sec(stamp):
+    return stamp.sec + 1e-9 * stamp.nanosec
+
+
+class Probe(Node):
+    """Records what a torque-controlled arm does, from the topics only."""
+
+    def __init__(self, joints, name="probe", joint_states_topic="/joint_states",
+                 command_topic="/effort_controller/commands", wrench_topic="/ft_sensor/wrench",
+                 controller_ns="/torque_controller", sim_ns="/mujoco_sim", keep=True):
+        super().__init__(name)
+        self.joints = list(joints)
+        self.keep = keep
+        self.lock = threading.Lock()
+        self.q = self.v = self.effort = None
+        self.js_stamp = None
+        self.clock = None
+        self.wrench = None
+        self.command = None
+        self.n_js = self.n_clock = self.n_wrench = self.n_cmd = 0
+        self.ctl_ref = self.ctl_err = None
+        self.n_state = 0
+        self.js_log = []          # (receipt time, stamp, q, v, effort)
+        self.state_log = []       # (receipt time, reference, error, command) from the controller's ~/state
+        self.cmd_log = []         # (receipt time, last joint-state receipt time, command)
+        self._last_js_rx = None
+        qos = QoSProfile(depth=50)
+        self.create_subscription(JointState, joint_states_topic, self._on_js, qos)
+        self.create_subscription(Clock, "/clock", self._on_clock, qos)
+        self.create_subscription(WrenchStamped, wrench_topic, self._on_wrench, qos)
+        self.create_subscription(Float64MultiArray, command_topic, self._on_cmd, qos)
+        self.create_subscription(JointState, f"{controller_ns}/state", self._on_state, qos)
+        self.pub_traj = self.create_publisher(JointTrajectory, f"{controller_ns}/joint_trajectory", 10)
+        self.pub_pose = self.create_publisher(PoseStamped, f"{controller_ns}/target_pose", 10)
+        self.pub_push = self.create_publisher(WrenchStamped, f"{sim_ns}/apply_wrench", 10)
+        self.pub_cmd = self.create_publisher(Float64MultiArray, command_topic, 10)
+        self._executor = None
+        self._thread = None
+
+    # ---- subscriptions ----
+    def _on_js(self, msg):
+        now = time.monotonic()
+        idx = {n: i for i, n in enumerate(msg.name)}
+        try:
+            k = [idx[j] for j in self.joints]
+        except KeyError:
+            return
+        q = np.array([msg.position[i] for i in k])
+        v = np.array([msg.velocity[i] for i in k]) if len(msg.velocity) == len(msg.name) else None
+        e = np.array([msg.effort[i] for i in k]) if len(msg.effort) == len(msg.name) else None
+        with self.lock:
+            self.q, self.v, self.effort = q, v, e
+            self.js_stamp = _stamp_to_sec(msg.header.stamp)
+            self.n_js += 1
+            self._last_js_rx = now
+            if self.keep:
+                self.js_log.append((now, self.js_stamp, q, v, e))
+
+    def _on_clock(self, msg):
+        with self.lock:
+            self.clock = _stamp_to_sec(msg.clock)
+            self.n_clock += 1
+
+    def _on_wrench(self, msg):
+        f, t = msg.wrench.force, msg.wrench.torque
+        with self.lock:
+            self.wrench = np.array([f.x, f.y, f.z, t.x, t.y, t.z])
+            self.wrench_frame = msg.header.frame_id
+            self.n_wrench += 1
+
+    def _on_cmd(self, msg):
+        now = time.monotonic()
+        with self.lock:
+            self.command = np.array(msg.data)
+            self.n_cmd += 1
+            if self.keep:
+                self.cmd_log.append((now, self._last_js_rx, self.command))
+
+    def _on_state(self, msg):
+        now = time.monotonic()
+        ref, err = np.array(msg.position), np.array(msg.velocity)
+        with self.lock:
+            self.ctl_ref, self.ctl_err = ref, err
+            self.n_state += 1
+            if self.keep:
+                self.state_log.append((now, ref, err, np.array(msg.effort)))
+
+    # ---- publishing ----
+    def publish_command(self, tau):
+        self.pub_cmd.publish(Float64MultiArray(data=[float(x) for x in tau]))
+
+    def publish_trajectory(self, times, positions, velocities=None, joints=None):
+        """JointTrajectory with points at `times` [s from now] (header stamp zero: start on receipt)."""
+        msg = JointTrajectory()
+        msg.joint_names = list(joints or self.joints)
+        for k, t in enumerate(times):
+            pt = JointTrajectoryPoint()
+            pt.positions = [float(x) for x in positions[k]]
+            if velocities is not None:
+                pt.velocities = [float(x) for x in velocities[k]]
+            pt.time_from_start.sec = int(t)
+            pt.time_from_start.nanosec = int(round((t - int(t)) * 1e9))
+            msg.points.append(pt)
+        self.pub_traj.publish(msg)
+
+    def publish_pose(self, p, quat_xyzw, frame_id=""):
+        msg = PoseStamped()
+        msg.header.frame_id = frame_id
+        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(x) for x in p)
+        o = msg.pose.orientation
+        o.x, o.y, o.z, o.w = (float(x) for x in quat_xyzw)
+        self.pub_pose.publish(msg)
+
+    def push(self, frame, wrench):
+        """External wrench [f; n] (world axes, about the frame origin) on `frame`; zeros clear it."""
+        msg = WrenchStamped()
+        msg.header.frame_id = frame
+        f, t = msg.wrench.force, msg.wrench.torque
+        f.x, f.y, f.z, t.x, t.y, t.z = (float(x) for x in wrench)
+        self.pub_push.publish(msg)
+
+    # ---- spinning ----
+    def start(self):
+        self._executor = SingleThreadedExecutor(context=self.context)
+        self._executor.add_node(self)
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+        return self
+
+    def _spin(self):
+        try:
+            while rclpy.ok(context=self.context) and self._executor is not None:
+                self._executor.spin_once(timeout_sec=0.05)
+        except Exception:  # noqa: BLE001  (context shut down under us)
+            pass
+
+    def stop(self):
+        ex, self._executor = self._executor, None
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+        if ex is not None:
+            ex.shutdown(timeout_sec=1.0)
+
+    def wait_for(self, pred, timeout, poll=0.01, check=None):
+        """Wait until `pred()` is true; False on timeout.  `check()` is called each poll (e.g. to
+        raise if a child process died)."""
+        t_end = time.monotonic() + timeout
+        while time.monotonic() < t_end:
+            with self.lock:
+                ok = pred()
+            if ok:
+                return True
+            if check is not None:
+                check()
+            time.sleep(poll)
+        return False
+
+    def snapshot(self):
+        with self.lock:
+            return (None if self.q is None else self.q.copy(),
+                    None if self.v is None else self.v.copy())
+
+    def clear_logs(self):
+        with self.lock:
+            self.js_log.clear()
+            self.cmd_log.clear()
+            self.state_log.clear()

@@ -1,0 +1,140 @@
+"""Start nodes of this package as child processes (each in its own process group) and end them all.
+
+Used by the demo and by the tests that talk to nodes over DDS; `ros2 launch` does the same in a ROS
+install (see launch/).  The ROS wheels re-exec Python once at start-up, so a child is started as
+`[sys.executable, '-m', module, '--ros-args', ...]` in a new session and is stopped by signalling its
+whole process group (SIGINT, then SIGTERM, then SIGKILL).
+
+    with NodeProcesses(log_dir="out/logs") as procs:
+        procs.start("robot_dynamics.nodes.sim_node", name="mujoco_sim",
+                    params_files=["config/sim_panda.yaml"], params={"real_time_factor": 1.0})
+        ...
+"""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]     # the folder that holds robot_dynamics/
+
+
+def share_dir():
+    """Where launch/ and config/ are: the source tree if we run from it, else the installed share."""
+    if (PACKAGE_ROOT / "config").is_dir():
+        return PACKAGE_ROOT
+    p = Path(sys.prefix) / "share" / "robot_dynamics"
+    return p if p.is_dir() else PACKAGE_ROOT
+
+
+def config_path(name):
+    return share_dir() / "config" / name
+
+
+def params_file(node_name, params, directory=None):
+    """Write `params` (a flat or nested dict) as a ros__parameters YAML for `node_name`; return path."""
+    fd, path = tempfile.mkstemp(prefix=f"{node_name}_", suffix=".yaml", dir=directory)
+    with os.fdopen(fd, "w") as f:
+        yaml.safe_dump({"/**": {"ros__parameters": params}}, f)
+    return path
+
+
+class NodeProcesses:
+    """A set of child node processes, all ended by `stop_all()` (or on leaving the `with`)."""
+
+    def __init__(self, log_dir=None, env=None):
+        self.procs = []
+        self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="rd_nodes_"))
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.env = dict(os.environ if env is None else env)
+        pp = self.env.get("PYTHONPATH", "")
+        self.env["PYTHONPATH"] = str(PACKAGE_ROOT) + (os.pathsep + pp if pp else "")
+        self.env.setdefault("PYTHONUNBUFFERED", "1")
+        self.env.setdefault("RCUTILS_LOGGING_BUFFERED_STREAM", "0")
+
+    def start(self, module, name=None, params=None, params_files=(), remaps=None, args=()):
+        """Start `python -m module --ros-args ...`; returns the Popen (its log file is `.log_path`)."""
+        cmd = [sys.executable, "-m", module, *args, "--ros-args"]
+        if name:
+            cmd += ["-r", f"__node:={name}"]
+        for src, dst in (remaps or {}).items():
+            cmd += ["-r", f"{src}:={dst}"]
+        for pf in params_files:
+            cmd += ["--params-file", str(pf)]
+        if params:
+            cmd += ["--params-file", params_file(name or module.rsplit(".", 1)[-1], params, self.log_dir)]
+        tag = name or module.rsplit(".", 1)[-1]
+        log_path = self.log_dir / f"{tag}.log"
+        log = open(log_path, "w")
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                             cwd=str(PACKAGE_ROOT), start_new_session=True)
+        p.log_path, p.log_file, p.tag = log_path, log, tag
+        self.procs.append(p)
+        return p
+
+    def check_alive(self):
+        """Raise RuntimeError with the tail of its log if a child has exited."""
+        for p in self.procs:
+            if p.poll() is not None:
+                raise RuntimeError(f"node {p.tag} exited with code {p.returncode}:\n{self.log(p)[-3000:]}")
+
+    @staticmethod
+    def log(p):
+        try:
+            if not p.log_file.closed:
+                p.log_file.flush()
+            return Path(p.log_path).read_text(errors="replace")
+        except (OSError, ValueError):
+            return ""
+
+    def stop_all(self, timeout=5.0):
+        """SIGINT to every process group, then SIGTERM, then SIGKILL for those still running."""
+        for sig, wait in ((signal.SIGINT, timeout), (signal.SIGTERM, 2.0), (signal.SIGKILL, 2.0)):
+            live = [p for p in self.procs if p.poll() is None]
+            if not live:
+                break
+            for p in live:
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    pass
+            t_end = time.monotonic() + wait
+            for p in live:
+                try:
+                    p.wait(max(0.05, t_end - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+        for p in self.procs:
+            try:
+                p.log_file.close()
+            except OSError:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_all()
+
+
+# overrides for runs of the sim + controller pair on a shared, possibly loaded machine (tests, demo)
+SIM_OVERRIDES = {"publish_rate": 500.0}
+CONTROLLER_OVERRIDES = {"robot_description_timeout": 0.0, "watchdog_timeout": 0.5}
+
+
+def start_sim_and_controller(procs, robot="panda", controller="gravity_compensation",
+                             sim_params=None, controller_params=None):
+    """Start the sim node (config/sim_<robot>.yaml) and the controller node
+    (config/<robot>_<controller>.yaml) as children of `procs`, named mujoco_sim and
+    torque_controller, with SIM_OVERRIDES / CONTROLLER_OVERRIDES and the given extra parameters."""
+    sim = procs.start("robot_dynamics.nodes.sim_node", name="mujoco_sim",
+                      params_files=[config_path(f"sim_{robot}.yaml")],
+                      params={**SIM_OVERRIDES, **(sim_params or {})})
+    ctl = procs.start("robot_dynamics.nodes.controller_node", name="torque_controller",
+                      params_files=[config_path(f"{robot}_{controller}.yaml")],
+                      params={**CONTROLLER_OVERRIDES, **(controller_params or {})})
+    return sim, ctl

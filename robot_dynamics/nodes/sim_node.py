@@ -1,0 +1,378 @@
+"""MuJoCo simulation node: presents what Gazebo + gz_ros2_control present to a torque controller.
+
+    ros2 run robot_dynamics sim_node --ros-args -p robot:=panda
+    python -m robot_dynamics.nodes.sim_node --ros-args --params-file config/sim_panda.yaml
+
+Interface (names are parameters; remap as usual):
+
+  publishes   /joint_states            sensor_msgs/JointState   position, velocity, effort (applied), `joints` order
+              /clock                   rosgraph_msgs/Clock      simulated time (for use_sim_time:=true)
+              /ft_sensor/wrench        geometry_msgs/WrenchStamped  F/T sensor at `ft_sensor_frame`, in that frame
+              /robot_description       std_msgs/String (transient local), if publish_robot_description
+  subscribes  /effort_controller/commands  std_msgs/Float64MultiArray  efforts [N m | N] in `joints` order
+              ~/apply_wrench           geometry_msgs/WrenchStamped  external push: header.frame_id = the model
+                                       frame pushed, wrench in WORLD axes about that frame's origin; an
+                                       all-zero wrench clears the push on that frame
+  services    ~/reset                  std_srvs/Trigger  back to initial_positions at zero velocity, pushes
+                                       cleared; the effort command is kept (running controllers see a jump)
+
+Command handling, as a ros2_control JointGroupEffortController + effort interface would do it: a
+message of the wrong length, or with a NaN / inf, is rejected with a (throttled) warning and the last
+good command is held (`bad_command_policy: hold`, the ForwardCommandController behaviour), or the
+command is zeroed (`bad_command_policy: zero`).  Efforts are clamped at the URDF effort limits (as
+gz_ros2_control does with the ros2_control tag's min/max).  With `command_timeout` > 0 the command is
+zeroed when no message came for that long (a driver's watchdog); 0 disables it (Gazebo's behaviour).
+
+Timing: physics runs in its own thread, paced by the wall clock: every 1/publish_rate s it steps as
+many dt steps as the real-time factor asks (sim time = real_time_factor x wall time), then publishes.
+If it falls more than `max_catchup` steps behind (machine overloaded) it drops the backlog and slows
+down instead of bursting; the node logs the count of such slips at shutdown.  The simulated clock starts at
+the wall-clock time of start-up (`sim_time_origin: wall`, so stamps are comparable to a node that does
+not use sim time) or at zero as in Gazebo (`sim_time_origin: zero`).
+"""
+import math
+import sys
+import threading
+import time
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import WrenchStamped
+from rclpy.exceptions import ParameterUninitializedException
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray, String
+from std_srvs.srv import Trigger
+
+# Every parameter the node declares: name -> (default, description).  Tests and the launch checks use
+# this table (config YAML keys must be here).  A Parameter.Type default is a typed parameter with no
+# value (it then comes from the model); an empty string means the same for strings.
+PARAMETERS = {
+    "robot": ("panda", "example-robot-data name (robot_dynamics.dynamics.robots.ROBOTS)"),
+    "urdf_path": ("", "URDF file; overrides `robot`"),
+    "robot_description": ("", "URDF text; overrides `urdf_path` and `robot`"),
+    "joints": (Parameter.Type.STRING_ARRAY, "joint order of the command array and of /joint_states (default: model order)"),
+    "initial_positions": (Parameter.Type.DOUBLE_ARRAY, "start configuration in `joints` order (default: a robot-specific "
+                                 "home pose, else zero clamped into the limits)"),
+    "dt": (0.001, "physics step [s]"),
+    "real_time_factor": (1.0, "simulated seconds per wall-clock second"),
+    "publish_rate": (1000.0, "joint_states / clock / wrench rate [Hz] (wall clock); at most 1/dt"),
+    "max_catchup": (50, "most steps run in one cycle before the backlog is dropped"),
+    "sim_time_origin": ("wall", "'wall': sim clock starts at the wall time of start-up; 'zero': at 0"),
+    "joint_states_topic": ("/joint_states", "sensor_msgs/JointState out"),
+    "command_topic": ("/effort_controller/commands", "std_msgs/Float64MultiArray in"),
+    "wrench_topic": ("/ft_sensor/wrench", "geometry_msgs/WrenchStamped out (F/T sensor)"),
+    "ft_sensor_frame": ("", "frame carrying the F/T sensor ('' -> the flange: panda_link8, "
+                            "tool0, j2s6s200_link_6, else the last frame; 'none' disables)"),
+    "publish_clock": (True, "publish /clock"),
+    "publish_robot_description": (False, "publish the URDF on /robot_description (transient local)"),
+    "bad_command_policy": ("hold", "wrong length / non-finite command: 'hold' last good, or 'zero'"),
+    "command_timeout": (0.0, "zero the command after this long without one [s]; 0: never"),
+    "hold_until_first_command": (True, "brakes: keep the arm still at initial_positions until the "
+                                       "controller's command has settled (see brake_release_tolerance); "
+                                       "false: the arm moves at once, as in Gazebo"),
+    "brake_release_tolerance": (0.01, "brakes open at the first non-zero command that differs from the "
+                                      "previous one by less than this [N m] (a ramping or rate-limited "
+                                      "start-up has finished) ..."),
+    "brake_release_timeout": (3.0, "... or this long [s] after the first non-zero command"),
+    "damping": (0.0, "viscous joint damping [N m s/rad], all joints"),
+    "friction": (0.0, "joint friction loss [N m], all joints"),
+    "effort_limits": (True, "clamp applied efforts at the URDF effort limits"),
+}
+
+# Home poses used when `initial_positions` is not given (model order).
+HOME = {
+    "panda": [0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785],
+    "ur5": [0.0, -1.571, 1.571, -1.571, -1.571, 0.0],
+    "kinova": [0.0, 2.9, 1.3, -2.07, 1.4, 0.0],
+}
+
+
+def load_model(robot="panda", urdf_path="", robot_description=""):
+    """The Model the node simulates: robot_description text > urdf_path > example-robot-data name."""
+    from ..dynamics import Model
+    if robot_description:
+        return Model.from_urdf_string(robot_description)
+    if urdf_path:
+        return Model.from_urdf_file(urdf_path)
+    return Model.from_robot(robot)
+
+
+# Where the F/T sensor sits when `ft_sensor_frame` is not given: the flange.
+FT_FRAME = {"panda": "panda_link8", "ur5": "tool0", "kinova": "j2s6s200_link_6"}
+
+
+def default_ft_frame(model, robot):
+    for f in (FT_FRAME.get(robot), "panda_link8", "tool0"):
+        if f and f in model.frame_names:
+            return f
+    return model.frame_names[-1]
+
+
+class MujocoSimNode(Node):
+    """Simulated arm on the ROS graph (see the module docstring)."""
+
+    def __init__(self, node_name="mujoco_sim", **kwargs):
+        super().__init__(node_name, **kwargs)
+        for name, (default, desc) in PARAMETERS.items():
+            self.declare_parameter(name, default)
+        p = {}
+        for name in PARAMETERS:
+            try:
+                p[name] = self.get_parameter(name).value
+            except ParameterUninitializedException:
+                p[name] = None
+        self.p = p
+        self.model = load_model(p["robot"], p["urdf_path"], p["robot_description"])
+        m = self.model
+        joints = [j for j in (p["joints"] or []) if j]
+        self.joints = joints or list(m.joint_names)
+        missing = [j for j in self.joints if j not in m.joint_names]
+        if missing or len(set(self.joints)) != len(self.joints):
+            raise ValueError(f"joints {self.joints}: unknown {missing} or repeated; the model has "
+                             f"{m.joint_names}")
+        if sorted(self.joints) != sorted(m.joint_names):
+            raise ValueError(f"joints must list every actuated joint of the model {m.joint_names}")
+        # index maps: message order <-> model order
+        self.msg_to_model = np.array([self.joints.index(n) for n in m.joint_names])
+        self.model_to_msg = np.array([m.joint_names.index(n) for n in self.joints])
+        self.n = len(self.joints)
+
+        ft = str(p["ft_sensor_frame"])
+        if ft == "":
+            ft = default_ft_frame(m, p["robot"])
+        self.ft_frame = None if ft.lower() == "none" else m.check_frame(ft)
+
+        from ..sim import MujocoSim
+        self.dt = float(p["dt"])
+        if not (self.dt > 0 and p["real_time_factor"] > 0 and p["publish_rate"] > 0):
+            raise ValueError("dt, real_time_factor and publish_rate must be positive")
+        self.sim = MujocoSim(m, dt=self.dt, damping=float(p["damping"]), friction=float(p["friction"]),
+                             ft_sensor_frame=self.ft_frame, effort_limits=bool(p["effort_limits"]))
+        q0 = list(p["initial_positions"] or [])
+        if len(q0) == self.n:
+            self.q0 = np.asarray(q0, dtype=float)[self.msg_to_model]
+        elif not q0:
+            home = HOME.get(p["robot"]) if not (p["urdf_path"] or p["robot_description"]) else None
+            self.q0 = np.asarray(home, dtype=float) if home is not None and len(home) == self.n else \
+                np.clip(np.zeros(self.n), m.lower_limits, m.upper_limits)
+        else:
+            raise ValueError(f"initial_positions: expected {self.n} values in `joints` order, got {q0}")
+        self.sim.reset(self.q0)
+        self.effort_max = np.where(np.isfinite(m.effort_limits) & (m.effort_limits > 0),
+                                   m.effort_limits, np.inf)
+
+        self._lock = threading.Lock()
+        self._cmd = np.zeros(self.n)            # model order
+        self._cmd_time = None
+        self._braked = bool(p["hold_until_first_command"])
+        self._first_nonzero = None
+        self._bad = 0
+        self._pending_wrench = {}
+        self._pending_reset = False
+        self.policy = str(p["bad_command_policy"])
+        if self.policy not in ("hold", "zero"):
+            raise ValueError("bad_command_policy must be 'hold' or 'zero'")
+        self.t0 = time.time() if p["sim_time_origin"] == "wall" else 0.0
+        if p["sim_time_origin"] not in ("wall", "zero"):
+            raise ValueError("sim_time_origin must be 'wall' or 'zero'")
+
+        qos = QoSProfile(depth=10)
+        self.pub_js = self.create_publisher(JointState, p["joint_states_topic"], qos)
+        self.pub_clock = self.create_publisher(Clock, "/clock", qos) if p["publish_clock"] else None
+        self.pub_wrench = self.create_publisher(WrenchStamped, p["wrench_topic"], qos) \
+            if self.ft_frame else None
+        if p["publish_robot_description"]:
+            latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                                 reliability=ReliabilityPolicy.RELIABLE)
+            self.pub_desc = self.create_publisher(String, "/robot_description", latched)
+            self.pub_desc.publish(String(data=m.urdf))
+        self.create_subscription(Float64MultiArray, p["command_topic"], self._on_command, qos)
+        self.create_subscription(WrenchStamped, "~/apply_wrench", self._on_wrench, qos)
+        self.create_service(Trigger, "~/reset", self._on_reset)
+
+        self._js = JointState()
+        self._js.name = list(self.joints)
+        self._wmsg = WrenchStamped()
+        if self.ft_frame:
+            self._wmsg.header.frame_id = self.ft_frame
+        self.stats = {"cycles": 0, "steps": 0, "slips": 0, "bad_commands": 0, "timeouts": 0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="mujoco_sim", daemon=True)
+        self._thread.start()
+        self.get_logger().info(
+            f"simulating {m.name!r} ({self.n} joints) dt={self.dt} s rtf={p['real_time_factor']} "
+            f"publish {p['publish_rate']} Hz on {p['joint_states_topic']}; commands on "
+            f"{p['command_topic']}; F/T frame {self.ft_frame}")
+
+    # ---- callbacks: convert, check, store ----
+    def _on_command(self, msg):
+        u = np.asarray(msg.data, dtype=float)
+        ok = u.shape == (self.n,) and bool(np.all(np.isfinite(u)))
+        with self._lock:
+            self._cmd_time = time.monotonic()
+            if ok:
+                if self._braked and np.any(u):
+                    self._brake_check(u)
+                self._cmd = u[self.msg_to_model]
+                return
+            self._bad += 1
+            if self.policy == "zero":
+                self._cmd = np.zeros(self.n)
+        self.get_logger().warning(
+            f"command rejected ({'length %d, expected %d' % (u.size, self.n) if u.size != self.n else 'non-finite value'}); "
+            f"{'holding the last good command' if self.policy == 'hold' else 'commanding zero effort'}",
+            throttle_duration_sec=1.0)
+
+    def _brake_check(self, u):
+        """Open the brakes once the (non-zero) command has settled, or after brake_release_timeout."""
+        now = time.monotonic()
+        if self._first_nonzero is None:
+            self._first_nonzero = now
+        prev = self._cmd[self.model_to_msg]
+        if np.max(np.abs(u - prev)) < self.p["brake_release_tolerance"] or \
+                now - self._first_nonzero > self.p["brake_release_timeout"]:
+            self._braked = False
+
+    def _on_wrench(self, msg):
+        frame = msg.header.frame_id or self.ft_frame
+        f, t = msg.wrench.force, msg.wrench.torque
+        w = np.array([f.x, f.y, f.z, t.x, t.y, t.z])
+        if frame not in self.model.frame_names or not np.all(np.isfinite(w)):
+            self.get_logger().warning(f"apply_wrench: unknown frame {frame!r} or non-finite wrench; ignored")
+            return
+        with self._lock:
+            self._pending_wrench[frame] = w
+
+    def _on_reset(self, request, response):
+        with self._lock:
+            self._pending_reset = True
+        response.success = True
+        response.message = "reset to initial_positions"
+        return response
+
+    # ---- physics thread ----
+    def _command(self, now):
+        with self._lock:
+            cmd = self._cmd
+            timeout = self.p["command_timeout"]
+            if timeout > 0 and (self._cmd_time is None or now - self._cmd_time > timeout):
+                if self._cmd_time is not None and np.any(cmd):
+                    self.stats["timeouts"] += 1
+                cmd = self._cmd = np.zeros(self.n)
+            wrenches, self._pending_wrench = self._pending_wrench, {}
+            reset, self._pending_reset = self._pending_reset, False
+            self.stats["bad_commands"] = self._bad
+        if reset:       # the command is kept (as Gazebo's world reset leaves controllers running)
+            self.sim.clear_wrench()
+            self._reset_keep_time()
+        for frame, w in wrenches.items():
+            if np.any(w):
+                self.sim.apply_wrench(frame, w)
+            else:
+                self.sim.clear_wrench(frame)
+        return np.clip(cmd, -self.effort_max, self.effort_max)
+
+    def _reset_keep_time(self):
+        """Back to q0 at rest; the simulated clock keeps running (never jumps back)."""
+        t = self.sim.t
+        self.sim.reset(self.q0)
+        self.sim.d.time = t
+
+    def _run(self):
+        rtf = float(self.p["real_time_factor"])
+        period = max(1.0 / float(self.p["publish_rate"]), self.dt / rtf)
+        max_catchup = int(self.p["max_catchup"])
+        wall0 = time.monotonic()
+        steps0 = 0                       # steps done at wall0
+        steps = 0
+        next_wake = wall0
+        try:
+            while not self._stop.is_set():
+                now = time.monotonic()
+                target = steps0 + int((now - wall0) * rtf / self.dt)
+                n = target - steps
+                if n > max_catchup:     # overloaded: drop the backlog (sim slows down, never bursts)
+                    self.stats["slips"] += 1
+                    wall0, steps0 = now, steps
+                    n = 1
+                if n > 0:
+                    tau = self._command(now)
+                    self.sim.step(tau, n)
+                    if self._braked:        # brakes on: time runs, the arm stays at initial_positions
+                        self._reset_keep_time()
+                    steps += n
+                    self.stats["steps"] = steps
+                    self.stats["cycles"] += 1
+                    self._publish()
+                next_wake += period
+                delay = next_wake - time.monotonic()
+                if delay < -period:     # late by more than a period: re-anchor the schedule
+                    next_wake = time.monotonic()
+                elif delay > 0:
+                    time.sleep(delay)
+        except Exception as e:  # noqa: BLE001  (a dead physics thread must be loud)
+            self.get_logger().fatal(f"physics thread stopped: {e!r}")
+            raise
+
+    def sim_time(self):
+        return self.t0 + self.sim.t
+
+    def _publish(self):
+        t = self.sim_time()
+        sec = int(math.floor(t))
+        nsec = int((t - sec) * 1e9)
+        if self.pub_clock is not None:
+            c = Clock()
+            c.clock.sec, c.clock.nanosec = sec, nsec
+            self.pub_clock.publish(c)
+        js = self._js
+        js.header.stamp.sec, js.header.stamp.nanosec = sec, nsec
+        js.position = self.sim.q[self.model_to_msg].tolist()
+        js.velocity = self.sim.v[self.model_to_msg].tolist()
+        js.effort = self.sim.measured_effort[self.model_to_msg].tolist()
+        self.pub_js.publish(js)
+        if self.pub_wrench is not None:
+            w = self.sim.ft_wrench()
+            m = self._wmsg
+            m.header.stamp.sec, m.header.stamp.nanosec = sec, nsec
+            f, tq = m.wrench.force, m.wrench.torque
+            f.x, f.y, f.z, tq.x, tq.y, tq.z = (float(x) for x in w)
+            self.pub_wrench.publish(m)
+
+    def stop(self):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2.0)
+
+    def destroy_node(self):
+        self.stop()
+        msg = f"stopped: {self.stats} sim time {self.sim.t:.3f} s"
+        if self.context.ok():
+            self.get_logger().info(msg)
+        else:                       # after SIGINT the context is gone: /rosout is closed
+            print(f"[mujoco_sim] {msg}", file=sys.stderr)
+        return super().destroy_node()
+
+
+def main(args=None):
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = MujocoSimNode()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

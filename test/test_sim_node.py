@@ -1,0 +1,184 @@
+"""The MuJoCo simulation node over DDS: a real child process (python -m robot_dynamics.nodes.sim_node)
+and a probe node in this process.  Checks what a Gazebo + ros2_control set-up would present:
+/joint_states, /clock, the F/T wrench, /robot_description (transient local), effort commands in the
+`joints` order, rejection of bad commands, pushes on ~/apply_wrench and the ~/reset service."""
+import time
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+
+from std_msgs.msg import String  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
+
+from robot_dynamics.dynamics import Model, PinocchioBackend  # noqa: E402
+from robot_dynamics.nodes.probe import Probe  # noqa: E402
+from robot_dynamics.nodes.processes import NodeProcesses  # noqa: E402
+from robot_dynamics.nodes.sim_node import HOME, PARAMETERS  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+START_TIMEOUT = 30.0        # s, child start-up (imports, model build) on a loaded machine
+FALL_MIN = 0.2              # rad: with zero effort the Panda must have moved at least this much ...
+FALL_TIME = 1.0             # s   ... within this (wall) time
+HOLD_TOL = 2e-3             # rad: with the exact gravity torque the arm stays within this of q0 ...
+HOLD_TIME = 1.5             # s   ... for this long
+FT_REL_TOL = 0.05           # relative error of |f| at rest against m_distal g
+PUSH_MIN = 0.02             # rad: a 20 N push on the uncontrolled (gravity-held) arm moves it
+
+# joint order on the wire deliberately differs from the model order: the node must map by name
+WIRE_JOINTS = [f"panda_joint{i}" for i in (7, 6, 5, 4, 3, 2, 1)]
+
+
+@pytest.fixture(scope="module")
+def model():
+    return Model.from_robot("panda")
+
+
+@pytest.fixture(scope="module")
+def ros():
+    rclpy.init()
+    yield
+    rclpy.try_shutdown()
+
+
+@pytest.fixture(scope="module")
+def sim(ros, model, tmp_path_factory):
+    procs = NodeProcesses(log_dir=tmp_path_factory.mktemp("sim_logs"))
+    procs.start("robot_dynamics.nodes.sim_node", name="mujoco_sim",
+                params={"robot": "panda", "joints": WIRE_JOINTS, "publish_robot_description": True,
+                        "publish_rate": 500.0,
+                        # no brakes: the arm responds to any command at once, as in Gazebo
+                        "hold_until_first_command": False})
+    probe = Probe(joints=model.joint_names, name="sim_probe").start()
+    try:
+        ok = probe.wait_for(lambda: probe.q is not None and probe.wrench is not None, START_TIMEOUT,
+                            check=procs.check_alive)
+        assert ok, "no /joint_states from the sim node:\n" + "".join(procs.log(p) for p in procs.procs)
+        yield procs, probe
+    finally:
+        probe.stop()
+        probe.destroy_node()
+        procs.stop_all()
+
+
+def reset(probe):
+    cli = probe.create_client(Trigger, "/mujoco_sim/reset")
+    assert cli.wait_for_service(timeout_sec=10.0)
+    fut = cli.call_async(Trigger.Request())
+    t_end = time.monotonic() + 10
+    while not fut.done() and time.monotonic() < t_end:
+        time.sleep(0.01)
+    assert fut.done() and fut.result().success
+    probe.destroy_client(cli)
+    time.sleep(0.05)
+
+
+def to_wire(model, x):
+    return [x[model.joint_names.index(j)] for j in WIRE_JOINTS]
+
+
+def hold_torque(model):
+    q0 = np.array(HOME["panda"])
+    return q0, PinocchioBackend(model).gravity(q0).copy()
+
+
+def test_parameters_table_is_declared():
+    for name, (default, desc) in PARAMETERS.items():
+        assert desc, name
+
+
+def test_publishes_joint_states_clock_and_wrench(sim, model):
+    procs, probe = sim
+    n0, c0 = probe.n_js, probe.clock
+    assert probe.wait_for(lambda: probe.n_js > n0 + 50 and probe.clock is not None and probe.clock > c0,
+                          10.0)
+    q, v = probe.snapshot()
+    assert q.shape == (7,) and v.shape == (7,) and probe.effort.shape == (7,)
+    assert probe.wrench_frame == "panda_link8"
+    # sim clock and joint-state stamps agree (same source)
+    assert abs(probe.clock - probe.js_stamp) < 0.5
+
+
+def test_zero_effort_arm_falls(sim, model):
+    procs, probe = sim
+    probe.publish_command(np.zeros(7))
+    time.sleep(0.1)
+    reset(probe)
+    q0 = np.array(HOME["panda"])
+    probe.wait_for(lambda: np.max(np.abs(probe.q - q0)) > FALL_MIN, FALL_TIME + 2.0)
+    q, _ = probe.snapshot()
+    assert np.max(np.abs(q - q0)) > FALL_MIN
+
+
+def test_gravity_effort_holds_and_ft_reads_tool_weight(sim, model):
+    procs, probe = sim
+    q0, g = hold_torque(model)
+    probe.publish_command(to_wire(model, g))
+    time.sleep(0.2)
+    reset(probe)
+    t_end = time.monotonic() + HOLD_TIME
+    worst = 0.0
+    while time.monotonic() < t_end:
+        q, _ = probe.snapshot()
+        worst = max(worst, float(np.max(np.abs(q - q0))))
+        time.sleep(0.02)
+    assert worst < HOLD_TOL, f"drifted {worst:.2e} rad under exact gravity torque"
+    # the F/T sensor at the flange carries the hand and fingers
+    m_tool = 0.0
+    root = ET.fromstring(model.urdf)
+    for link in root.findall("link"):
+        if link.get("name") in ("panda_hand", "panda_leftfinger", "panda_rightfinger", "panda_hand_tcp"):
+            mass = link.find("inertial/mass")
+            m_tool += float(mass.get("value")) if mass is not None else 0.0
+    f = np.linalg.norm(probe.wrench[:3])
+    assert abs(f - m_tool * 9.81) < FT_REL_TOL * m_tool * 9.81, (f, m_tool)
+
+
+def test_bad_commands_are_rejected_and_last_good_held(sim, model):
+    procs, probe = sim
+    q0, g = hold_torque(model)
+    probe.publish_command(to_wire(model, g))
+    time.sleep(0.2)
+    reset(probe)
+    for _ in range(5):
+        probe.publish_command(np.zeros(6))                      # wrong length
+        probe.publish_command([float("nan")] + [0.0] * 6)      # NaN
+        time.sleep(0.05)
+    time.sleep(0.5)
+    q, _ = probe.snapshot()
+    assert np.max(np.abs(q - q0)) < HOLD_TOL
+    assert probe.wait_for(lambda: "command rejected" in procs.log(procs.procs[0]), 5.0)
+
+
+def test_push_moves_arm_and_zero_wrench_clears(sim, model):
+    procs, probe = sim
+    q0, g = hold_torque(model)
+    probe.publish_command(to_wire(model, g))
+    time.sleep(0.1)
+    reset(probe)
+    w0 = probe.wrench.copy()
+    probe.push("panda_hand_tcp", [0.0, 20.0, 0.0, 0.0, 0.0, 0.0])
+    assert probe.wait_for(lambda: np.max(np.abs(probe.q - q0)) > PUSH_MIN, 3.0)
+    assert np.linalg.norm(probe.wrench - w0) > 1.0       # the F/T sensor saw the push
+    probe.push("panda_hand_tcp", [0.0] * 6)               # clears
+    reset(probe)
+    time.sleep(0.5)
+    q, _ = probe.snapshot()
+    assert np.max(np.abs(q - q0)) < HOLD_TOL
+
+
+def test_robot_description_is_latched(sim, model):
+    procs, probe = sim
+    got = []
+    qos = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                     reliability=ReliabilityPolicy.RELIABLE)
+    sub = probe.create_subscription(String, "/robot_description", lambda m: got.append(m.data), qos)
+    try:
+        assert probe.wait_for(lambda: bool(got), 10.0)
+        assert "panda_joint1" in got[0] and got[0].lstrip().startswith("<")
+    finally:
+        probe.destroy_subscription(sub)

@@ -1,0 +1,170 @@
+"""System tests: the MuJoCo sim node and the torque controller node as two separate processes talking
+over DDS (/joint_states, /effort_controller/commands, /ft_sensor/wrench), driven and measured from
+the topics only by a probe node in this process:
+
+- gravity compensation holds the Panda where it starts (and the efforts it applies are g(q0));
+- computed torque follows a JointTrajectory published on ~/joint_trajectory;
+- Cartesian impedance moves the TCP to a PoseStamped on ~/target_pose and yields to a push (a wrench
+  on the sim's ~/apply_wrench) by about F / K, then comes back when released.
+
+Each test starts and ends its own pair of processes (process groups, SIGINT then SIGKILL).  The sim
+publishes at 500 Hz here (processes.SIM_OVERRIDES): the machines running the suite have two cores.
+"""
+import time
+
+import numpy as np
+import pytest
+import yaml
+
+rclpy = pytest.importorskip("rclpy")
+
+from robot_dynamics.dynamics import Model, PinocchioBackend  # noqa: E402
+from robot_dynamics.dynamics.reference import spatial  # noqa: E402
+from robot_dynamics.nodes.probe import Probe  # noqa: E402
+from robot_dynamics.nodes.processes import (NodeProcesses, config_path,  # noqa: E402
+                                            start_sim_and_controller)
+from robot_dynamics.nodes.sim_node import HOME  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+START_TIMEOUT = 60.0          # s: both children up, controller configured (self-check) and commanding
+HOLD_TIME = 2.0               # s of gravity-compensated hold
+HOLD_TOL = 5e-3               # rad: largest joint drift while holding
+EFFORT_TOL = 0.05             # N m: applied effort vs g(q0) while holding
+TRAJ_DURATION = 2.0           # s: each segment of the joint trajectory
+TRAJ_STEP = np.array([0.3, -0.2, 0.3, 0.3, 0.3, -0.3, 0.3])    # rad, goal - start
+CT_TRACK_TOL = 0.03           # rad: largest |q_ref - q| reported by the controller during the motion
+CT_FINAL_TOL = 5e-3           # rad: |q - q_goal| 1 s after the trajectory ends
+CART_STEP = np.array([0.05, 0.0, -0.05])   # m: target - start of the TCP
+CART_TOL = 5e-3               # m: |p - p_target| after CART_SETTLE
+CART_ROT_TOL = 0.02           # rad: orientation kept while moving
+CART_SETTLE = 3.0             # s
+PUSH = np.array([0.0, 15.0, 0.0, 0.0, 0.0, 0.0])   # N: push on the TCP, world axes
+PUSH_SETTLE = 2.0             # s
+YIELD_RANGE = (0.6, 1.4)      # measured deflection / (F / k_pos): impedance, not rigid, not limp
+Q0 = np.array(HOME["panda"])
+TCP = "panda_hand_tcp"
+
+
+@pytest.fixture(scope="module")
+def model():
+    return Model.from_robot("panda")
+
+
+@pytest.fixture(scope="module")
+def ros():
+    rclpy.init()
+    yield
+    rclpy.try_shutdown()
+
+
+@pytest.fixture
+def system(ros, model, tmp_path, request):
+    """Start sim + controller (`request.param` = controller name); yield (procs, probe)."""
+    procs = NodeProcesses(log_dir=tmp_path)
+    probe = Probe(joints=model.joint_names, name="system_probe")
+    try:
+        start_sim_and_controller(procs, "panda", request.param)
+        probe.start()
+        ready = probe.wait_for(
+            lambda: probe.n_state > 10 and probe.effort is not None and np.any(probe.effort != 0.0),
+            START_TIMEOUT, check=procs.check_alive)
+        assert ready, "sim + controller not running:\n" + "\n".join(procs.log(p)[-2000:] for p in procs.procs)
+        yield procs, probe
+    finally:
+        probe.stop()
+        probe.destroy_node()
+        procs.stop_all()
+
+
+def fk(model, q):
+    """TCP (R, p) from the measured joint positions (Pinocchio on the same model)."""
+    import pinocchio as pin
+    pm = model.pin_model
+    data = pm.createData()
+    pin.framesForwardKinematics(pm, data, model.q_to_pin(q))
+    M = data.oMf[pm.getFrameId(TCP)]
+    return M.rotation.copy(), M.translation.copy()
+
+
+def quat_xyzw(R):
+    import pinocchio as pin
+    c = pin.Quaternion(R).coeffs()          # x, y, z, w
+    return [float(x) for x in c]
+
+
+@pytest.mark.parametrize("system", ["gravity_compensation"], indirect=True)
+def test_gravity_compensation_holds_the_panda(system, model):
+    procs, probe = system
+    q_start, _ = probe.snapshot()
+    worst = 0.0
+    t_end = time.monotonic() + HOLD_TIME
+    while time.monotonic() < t_end:
+        procs.check_alive()
+        q, _ = probe.snapshot()
+        worst = max(worst, float(np.max(np.abs(q - Q0))))
+        time.sleep(0.02)
+    assert worst < HOLD_TOL, f"drifted {worst:.4f} rad"
+    with probe.lock:
+        effort = probe.effort.copy()
+    g0 = PinocchioBackend(model).gravity(Q0)
+    assert np.max(np.abs(effort - g0)) < EFFORT_TOL, (effort, g0)
+
+
+@pytest.mark.parametrize("system", ["computed_torque"], indirect=True)
+def test_computed_torque_follows_joint_trajectory(system, model):
+    procs, probe = system
+    q_goal = Q0 + TRAJ_STEP
+    probe.clear_logs()
+    probe.publish_trajectory([TRAJ_DURATION], [q_goal])
+    t0 = time.monotonic()
+    # the controller's reference must start moving (the trajectory was accepted)
+    assert probe.wait_for(lambda: np.max(np.abs(probe.ctl_ref - Q0)) > 0.01, 5.0, check=procs.check_alive)
+    time.sleep(max(0.0, TRAJ_DURATION + 1.0 - (time.monotonic() - t0)))
+    procs.check_alive()
+    with probe.lock:
+        log = list(probe.state_log)
+        q_end = probe.q.copy()
+    errors = np.array([np.max(np.abs(e)) for _, _, e, _ in log if e.size == 7])
+    refs = np.array([r for _, r, _, _ in log if r.size == 7])
+    assert errors.size > 100, "too few controller-state messages"
+    assert np.max(np.abs(refs[-1] - q_goal)) < 1e-6, "the reference did not reach the goal"
+    assert errors.max() < CT_TRACK_TOL, f"tracking error {errors.max():.4f} rad"
+    assert np.max(np.abs(q_end - q_goal)) < CT_FINAL_TOL, q_end - q_goal
+
+
+@pytest.mark.parametrize("system", ["cartesian_impedance"], indirect=True)
+def test_cartesian_impedance_reaches_pose_and_yields_to_push(system, model):
+    with open(config_path("panda_cartesian_impedance.yaml")) as f:
+        cfg = yaml.safe_load(f)["/**"]["ros__parameters"]
+    k_y = cfg["cartesian_impedance"]["task"]["k_pos_y"]
+    procs, probe = system
+    q, _ = probe.snapshot()
+    R0, p0 = fk(model, q)
+    target = p0 + CART_STEP
+    probe.publish_pose(target, quat_xyzw(R0))
+    time.sleep(CART_SETTLE)
+    procs.check_alive()
+    q, _ = probe.snapshot()
+    R, p = fk(model, q)
+    assert np.linalg.norm(p - target) < CART_TOL, p - target
+    assert np.linalg.norm(spatial.log3(R @ R0.T)) < CART_ROT_TOL
+    # push: the TCP yields along the push by about F / k
+    probe.push(TCP, PUSH)
+    time.sleep(PUSH_SETTLE)
+    procs.check_alive()
+    q, _ = probe.snapshot()
+    _, p_pushed = fk(model, q)
+    d = p_pushed - target
+    expected = PUSH[1] / k_y
+    assert YIELD_RANGE[0] * expected < d[1] < YIELD_RANGE[1] * expected, (d, expected)
+    # the F/T sensor at the flange sees the push
+    with probe.lock:
+        w = probe.wrench.copy()
+    assert np.linalg.norm(w[:3]) > 0.5 * np.linalg.norm(PUSH[:3])
+    # release: back to the target
+    probe.push(TCP, np.zeros(6))
+    time.sleep(PUSH_SETTLE)
+    q, _ = probe.snapshot()
+    _, p_back = fk(model, q)
+    assert np.linalg.norm(p_back - target) < CART_TOL, p_back - target
