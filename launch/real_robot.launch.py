@@ -18,6 +18,8 @@ Arguments:
   wrench_topic                  default /ft_sensor/wrench
   namespace                     push the controller into a namespace (multi-robot set-ups)
   robot_description             URDF text of the real robot ('' : from the parameters file)
+  compensate_gravity            auto (default: off on the Panda, whose libfranka torque interface already
+                                compensates gravity; on for UR and Kinova), true or false
   autostart                     configure + activate at start-up (default false on hardware: activate
                                 it yourself with `ros2 lifecycle set /torque_controller activate`)
 The topics are remapped, so parameters files stay robot-agnostic.
@@ -34,18 +36,29 @@ PACKAGE = "robot_dynamics"
 ROBOTS = ("panda", "ur5e", "kinova")
 CONTROLLERS = ("gravity_compensation", "computed_torque", "joint_impedance", "cartesian_impedance")
 CONTROLLER_CONFIG = "{robot}_{controller}.yaml"          # in config/
+# Robots whose own controller already adds gravity to a torque command (libfranka compensates the
+# arm's gravity in torque mode): our gravity term must be off there, or the arm gets it twice.
+DRIVER_COMPENSATES_GRAVITY = {"panda": True, "ur5e": False, "kinova": False}
 
 
 def _nodes(context):
     share = get_package_share_directory(PACKAGE)
     lc = {k: LaunchConfiguration(k).perform(context) for k in (
         "robot", "controller", "config", "joint_states_topic", "command_topic", "wrench_topic",
-        "namespace", "robot_description", "autostart")}
+        "namespace", "robot_description", "autostart", "compensate_gravity")}
     config = lc["config"] or os.path.join(
         share, "config", CONTROLLER_CONFIG.format(robot=lc["robot"], controller=lc["controller"]))
     overrides = {"autostart": lc["autostart"].lower() in ("1", "true", "yes", "on")}
     if lc["robot_description"]:
         overrides["robot_description"] = lc["robot_description"]
+    cg = lc["compensate_gravity"].lower()
+    if cg == "auto":
+        cg_value = not DRIVER_COMPENSATES_GRAVITY[lc["robot"]]
+    elif cg in ("true", "false"):
+        cg_value = cg == "true"
+    else:
+        raise RuntimeError(f"compensate_gravity:={cg}: expected auto, true or false")
+    overrides[f"{lc['controller']}.compensate_gravity"] = cg_value
     return [
         Node(package=PACKAGE, executable="controller_node", name="torque_controller",
              namespace=lc["namespace"], output="screen",
@@ -68,6 +81,9 @@ def generate_launch_description():
         DeclareLaunchArgument("namespace", default_value=""),
         DeclareLaunchArgument("robot_description", default_value="",
                               description="URDF text of the real robot (default: from the config file)"),
+        DeclareLaunchArgument("compensate_gravity", default_value="auto",
+                              description="add g(q): auto = off for robots whose driver compensates "
+                                          "gravity itself (Franka), on otherwise; true / false to force"),
         DeclareLaunchArgument("autostart", default_value="false",
                               description="configure and activate the lifecycle node at start-up"),
         OpaqueFunction(function=_nodes),
