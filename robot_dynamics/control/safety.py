@@ -2,6 +2,9 @@
 
     sf = SafetyFilter(model, SafetyParams(...) or dict)
     sf.reset()                                   # on activation: output restarts from zero torque
+    sf.reset(start=tau_sent)                     # ... or ramps from the torque last sent (safe command)
+    sf.hold(tau_sent)                            # a command sent around the filter (the safe command):
+                                                 # the next output is rate-limited from it
     tau_safe = sf.apply(tau, state, dt, fallback=None)
 
 Per cycle, in this order:
@@ -10,7 +13,8 @@ Per cycle, in this order:
 2. optional repulsive torque within `position_margin` of a position limit,
    k (q_lim +- margin - q), and optional velocity damping -velocity_damping v (when the state is finite);
 3. clamp to the effort limits (model.effort_limits unless overridden; scaled by effort_scale);
-4. start ramp: for ramp_time seconds after reset the target is scaled by (time since reset)/ramp_time
+4. start ramp: for ramp_time seconds after reset the target moves from the start torque (zero unless
+   reset(start=...)) toward the target by the fraction (time since reset)/ramp_time
    (time since reset = the sum of the dt given to apply);
 5. rate limit: the output moves at most rate_limit * dt per joint from the previous output (which is
    zero after reset), so a NaN cycle rate-limits the last good command toward the fallback;
@@ -108,13 +112,23 @@ class SafetyFilter:
         self._zero = np.zeros(n)
 
     # ---- state ----
-    def reset(self, clear_counts=False):
-        """Restart: the next output ramps from zero torque."""
-        self.prev = np.zeros(self.nv)
+    def reset(self, clear_counts=False, start=None):
+        """Restart: the next output ramps from zero torque, or from `start` (the torque last sent, e.g.
+        the safe command, clipped to the limits; ignored unless nv finite numbers)."""
+        s = None if start is None else self._finite_vec(start)
+        self.prev = np.zeros(self.nv) if s is None else np.clip(s, self._neg_limit, self.limit)
+        self.start = self.prev.copy()
         self.elapsed = 0.0
         self.reasons = []
         if clear_counts:
             self.counts = {}
+
+    def hold(self, tau):
+        """A torque was sent without this filter (the safe command): the next output moves from it
+        at the rate limit.  Non-finite or wrong-length input is ignored."""
+        t = self._finite_vec(tau)
+        if t is not None:
+            self.prev = np.clip(t, self._neg_limit, self.limit)
 
     def _flag(self, reason):
         self.reasons.append(reason)
@@ -169,7 +183,9 @@ class SafetyFilter:
         self.elapsed += dt
         if self.elapsed < p.ramp_time:
             self._flag("start_ramp")
+            target -= self.start
             target *= self.elapsed / p.ramp_time
+            target += self.start
         # 5. rate limit (+ 6. the final clamp, which only acts if the limits were lowered live)
         step = self.rate * dt
         delta = target - self.prev

@@ -111,7 +111,14 @@ def check_value(spec, value, n_joints=None):
             return f"{name}: {value} must be > 0"
         return None
     if rule in ("per_joint", "per_joint_any", "vec3", "vec2_nonneg"):
-        a = np.asarray(list(value), dtype=float)
+        try:
+            if isinstance(value, (str, bytes)) or any(isinstance(x, (bool, str, bytes)) for x in value):
+                raise TypeError
+            a = np.asarray(list(value), dtype=float)
+            if a.ndim != 1:
+                raise TypeError
+        except (TypeError, ValueError):
+            return f"{name}: expected a list of numbers, got {value!r}"
         if rule == "vec3" and a.size != 3:
             return f"{name}: expected 3 values, got {a.size}"
         if rule == "vec2_nonneg" and a.size != 2:

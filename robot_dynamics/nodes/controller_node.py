@@ -439,6 +439,8 @@ class TorqueControllerNode(LifecycleNode):
         c.wrench_target = None
         c.wrench_raw = None
         c.wrench_raw_frame = ""
+        c.wrench_time = -math.inf
+        c.wrench_rejecting = ""                    # reason of the current wrench rejection episode
         c.last_step = None
         c.tau = np.zeros(n)
         c.safe = np.zeros(n)
@@ -515,7 +517,7 @@ class TorqueControllerNode(LifecycleNode):
         with self._lock:
             c = self.c
             c.need_reset = True
-            c.safety.reset()
+            c.safety.reset(start=c.safety.prev)         # ramp from the last command sent (deactivate's)
             c.watchdog = "waiting"
             c.pending_ref = None
             c.last_step = None
@@ -600,8 +602,23 @@ class TorqueControllerNode(LifecycleNode):
         c = self.c
         if c is None or not c.cartesian:
             return
-        c.wrench_raw_frame = msg.header.frame_id
-        c.wrench_raw = wrench_to_array(msg.wrench)      # a new array: the step may be reading the old
+        w = wrench_to_array(msg.wrench)                 # a new array: the step may be reading the old
+        with self._lock:
+            if not np.all(np.isfinite(w)):
+                self.counts["rejected.wrench"] += 1
+                c.wrench_raw = None                     # not used; force control runs open loop
+                self._wrench_episode(c, "non_finite", "NaN or Inf in the wrench")
+                return
+            c.wrench_raw_frame = msg.header.frame_id
+            c.wrench_raw = w
+            c.wrench_time = time.monotonic()
+
+    def _wrench_episode(self, c, reason, detail):
+        """Log a wrench problem once per episode (until a good wrench is used again)."""
+        if c.wrench_rejecting != reason:
+            c.wrench_rejecting = reason
+            self._log.warn(f"wrench on {self._p('wrench_topic')} not used ({reason}): {detail}; force "
+                           f"control runs open loop until a valid wrench arrives")
 
     def _reject_ref(self, what, reason):
         self.counts[f"rejected.{what}"] += 1
@@ -698,7 +715,7 @@ class TorqueControllerNode(LifecycleNode):
                 if c.watchdog == "tripped":
                     self._log.info(f"watchdog: fresh joint states again; holding the current position, "
                                    f"ramping up over {self._p('ramp_time')} s")
-                    c.safety.reset()
+                    c.safety.reset(start=c.safety.prev)     # ramp from the safe command sent
                     c.need_reset = True
                 c.watchdog = "ok"
             st = c.state
@@ -748,23 +765,33 @@ class TorqueControllerNode(LifecycleNode):
         """The latest raw wrench -> State.wrench (tare, tool weight, filter, frame change)."""
         st = c.state
         if c.wrench_raw is None:
+            st.wrench = None
+            return
+        age = time.monotonic() - c.wrench_time
+        if age > self._p("watchdog_timeout"):                   # the sensor went silent
+            if c.wrench_rejecting != "stale":
+                self.counts["rejected.wrench"] += 1
+            self._wrench_episode(c, "stale", f"no wrench for {age:.3f} s (watchdog_timeout "
+                                             f"{self._p('watchdog_timeout')} s)")
+            st.wrench = None
             return
         frame = self._p("sensor_frame") or c.wrench_raw_frame
         if c.wrench_proc is None or c.wrench_proc.sensor_frame != frame:
             if c.wrench_frame_error == frame:
+                st.wrench = None
                 return
             try:
                 c.wrench_proc = self._make_wrench_processor(c, frame)
             except ValueError as e:
                 c.wrench_frame_error = frame
+                c.wrench_rejecting = "unknown_frame"
                 self.counts["rejected.wrench"] += 1
                 self._log.warn(f"wrench on {self._p('wrench_topic')} ignored: sensor frame {frame!r}: {e}")
                 st.wrench = None
                 return
-        if not np.all(np.isfinite(c.wrench_raw)):
-            self.counts["rejected.wrench"] += 1
-            st.wrench = None
-            return
+        if c.wrench_rejecting:
+            self._log.info(f"wrench on {self._p('wrench_topic')} valid again ({c.wrench_rejecting} before)")
+            c.wrench_rejecting = ""
         st.wrench = c.wrench_proc.process(c.wrench_raw, st.q, dt)
         st.wrench_frame = c.wrench_proc.frame
 
@@ -785,6 +812,10 @@ class TorqueControllerNode(LifecycleNode):
         tau = self._safe_torque()
         c.safe_published += 1
         self._publish(tau, safe=True)
+        # the safe command bypasses the safety filter: the next filtered command must move from it at
+        # the rate limit (not jump back to the last filtered one), with dt measured from now
+        c.safety.hold(tau)
+        c.last_step = time.monotonic()
 
     def _publish(self, tau, safe=False):
         """tau in model order -> messages in `joints` order."""

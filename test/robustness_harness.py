@@ -1,0 +1,410 @@
+"""Shared harness of the robustness suite (test_robustness_inputs.py, test_robustness_faults.py).
+
+- `case(category)`: a context manager counting one attacked case per category and its failure; the
+  counts are printed at the end of the session by `pytest_terminal_summary` (this module is a pytest
+  plugin, registered from conftest.py), e.g. "robustness: joint_state 240 cases, 0 failures; ...".
+- `Rig`: one rclpy context with an in-process TorqueControllerNode (Panda arm, unique topics) and a
+  tester node, spun by a SingleThreadedExecutor in a thread.
+- `NodeMonitor`: wraps the node's `_step` / `_publish` and checks, on every command the node sends,
+  finite, within the effort limits, and within the rate limit of the command sent before it
+  (|tau_k - tau_{k-1}| <= rate_limit * dt_k, dt_k as the node computes it from its step clock; the
+  safe command itself is exempt: it is the defined reaction to bad or stale input).
+- `CommandRecorder` (inside Rig): the same invariants on what arrives over DDS: every
+  Float64MultiArray on the command topic is finite, of length n and within the limits; every
+  ~/state message (effort = the command, position NaN while the safe command is out) is within
+  rate_limit * (stamp_k - stamp_{k-1}) + rate_limit * STAMP_SLACK of the one before (stamps are taken
+  at publish, the node's dt at the start of the callback: STAMP_SLACK covers that latency).
+- The node's log is read from /rosout (what it really emitted, after throttling) to count rejection
+  lines per episode.
+No timed assertions: every wait is a bounded poll with a generous timeout.
+"""
+import math
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+
+# ------------------------------------------------------------------------------------------------
+# summary
+# ------------------------------------------------------------------------------------------------
+SUMMARY = {}          # category -> [cases, failures]
+_SUMMARY_LOCK = threading.Lock()
+
+
+def count(category, cases=1, failures=0):
+    with _SUMMARY_LOCK:
+        c = SUMMARY.setdefault(category, [0, 0])
+        c[0] += cases
+        c[1] += failures
+
+
+@contextmanager
+def case(category):
+    """One attacked case: counted; an exception (assertion) inside counts as a failure and re-raises."""
+    try:
+        yield
+    except Exception:                  # a failure; BaseException (hypothesis' StopTest, ...) is not a case
+        count(category, 1, 1)
+        raise
+    count(category, 1, 0)
+
+
+def summary_line():
+    with _SUMMARY_LOCK:
+        items = sorted(SUMMARY.items())
+    if not items:
+        return ""
+    return "robustness: " + "; ".join(f"{k} {c} cases, {f} failures" for k, (c, f) in items)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    line = summary_line()
+    if line:
+        terminalreporter.write_sep("-", "robustness summary")
+        terminalreporter.write_line(line)
+
+
+# ------------------------------------------------------------------------------------------------
+# waits
+# ------------------------------------------------------------------------------------------------
+TIMEOUT = 30.0            # generous bound on every wait (never reached when things work)
+STAMP_SLACK = 25e-3       # s: publish-time stamps vs the node's callback-start clock (GIL stalls under load)
+ABS_TOL = 1e-9            # N m
+
+
+def wait_for(pred, timeout=TIMEOUT, what="condition", every=None, poll=0.005):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        r = pred()
+        if r:
+            return r
+        if every is not None:
+            every()
+        time.sleep(poll)
+    pytest.fail(f"timed out after {timeout} s waiting for {what}")
+
+
+# ------------------------------------------------------------------------------------------------
+# invariants on the node's own sends (in-process)
+# ------------------------------------------------------------------------------------------------
+class InvariantError(AssertionError):
+    pass
+
+
+class NodeMonitor:
+    """Instruments a TorqueControllerNode (in this process) and checks every command it sends.
+
+    records: list of dicts (t = the node's step clock, cmd in `joints` order, safe, dt, limit, rate).
+    violations: list of strings (checked by `assert_ok`)."""
+
+    def __init__(self, node):
+        self.node = node
+        self.lock = threading.Lock()
+        self.records = []
+        self.violations = []
+        self._dt = None
+        self._prev = None                        # the last record (any kind)
+        self._activated = False
+        orig_step, orig_publish = node._step, node._publish
+
+        def step(now):
+            c = node.c
+            with self.lock:
+                self._activated = c.last_step is None          # the first step after activation
+            self._dt = 0.001 if c.last_step is None else min(max(now - c.last_step, 1e-6), 0.1)
+            return orig_step(now)
+
+        def publish(tau, safe=False):
+            r = orig_publish(tau, safe)
+            try:
+                self._record(safe)
+            except Exception as e:               # noqa: BLE001 (never break the node under test)
+                with self.lock:
+                    self.violations.append(f"monitor: {type(e).__name__}: {e}")
+            return r
+
+        node._step, node._publish = step, publish
+
+    def _record(self, safe):
+        c = self.node.c
+        perm = c.perm
+        cmd = c.cmd_np.copy()
+        limit = np.asarray(c.safety.limit, dtype=float)[perm]
+        rate = np.broadcast_to(np.asarray(c.safety.rate, dtype=float), (c.n,))[perm]
+        rec = dict(t=time.monotonic(), cmd=cmd, safe=safe, dt=None if safe else self._dt,
+                   limit=limit.copy(), rate=rate.copy())
+        v = []
+        if cmd.shape != (c.n,):
+            v.append(f"command of length {cmd.size}, expected {c.n}")
+        elif not np.all(np.isfinite(cmd)):
+            v.append(f"non-finite command {cmd.tolist()}")
+        elif np.any(np.abs(cmd) > limit * (1 + 1e-12) + ABS_TOL):
+            v.append(f"command {cmd.tolist()} beyond the effort limits {limit.tolist()}")
+        with self.lock:
+            activated, self._activated = self._activated, False
+            prev = self._prev
+            if not safe and cmd.shape == (c.n,) and np.all(np.isfinite(cmd)):
+                before = np.zeros(c.n) if prev is None else prev["cmd"]
+                same_params = prev is None or (np.array_equal(prev["limit"], limit)
+                                               and np.array_equal(prev["rate"], rate))
+                if same_params:
+                    bound = rate * rec["dt"] * (1 + 1e-9) + ABS_TOL
+                    jump = np.abs(cmd - before)
+                    if np.any(jump > bound):
+                        i = int(np.argmax(jump - bound))
+                        v.append(f"torque jump {jump[i]:.6g} N m on joint {c.joints[i]} > rate limit "
+                                 f"{rate[i]} x dt {rec['dt']:.6g} s (previous command "
+                                 f"{'safe' if prev and prev['safe'] else 'filtered'}"
+                                 f"{', first after activation' if activated else ''})")
+            self.records.append(rec)
+            self._prev = rec
+            self.violations.extend(v)
+
+    def n(self):
+        with self.lock:
+            return len(self.records)
+
+    def since(self, k):
+        with self.lock:
+            return list(self.records[k:])
+
+    def assert_ok(self):
+        with self.lock:
+            v = list(self.violations)
+        if v:
+            raise InvariantError(f"{len(v)} invariant violation(s), first: " + "; ".join(v[:5]))
+
+
+# ------------------------------------------------------------------------------------------------
+# the rig: an in-process controller + a tester node over DDS
+# ------------------------------------------------------------------------------------------------
+class Rig:
+    """One rclpy context: a controller (built by `controller(**params)`), a tester node with the
+    command recorder, the /rosout log reader and /diagnostics; spun in a thread."""
+
+    def __init__(self):
+        import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
+        from rcl_interfaces.msg import Log
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import Float64MultiArray
+        self.rclpy = rclpy
+        self.ns = "r" + uuid.uuid4().hex[:10]
+        self.js_topic = f"/{self.ns}/joint_states"
+        self.cmd_topic = f"/{self.ns}/commands"
+        self.wrench_topic = f"/{self.ns}/wrench"
+        self.ctx = rclpy.Context()
+        rclpy.init(context=self.ctx)
+        self.ex = SingleThreadedExecutor(context=self.ctx)
+        self.h = rclpy.create_node(f"{self.ns}_tester", context=self.ctx)
+        self.ex.add_node(self.h)
+        self.lock = threading.Lock()
+        self.cmds = []                        # (np.array) as received
+        self.cmd_violations = []
+        self.states = []                      # (stamp, effort, safe)
+        self.state_violations = []
+        self.logs = []                        # (level, msg) of the controller node, from /rosout
+        self.diag = {}
+        self.node = None
+        self.monitor = None
+        self.limit = None                     # effort limits (`joints` order) for the DDS checks
+        self.rate = None
+        self.h.create_subscription(Float64MultiArray, self.cmd_topic, self._on_cmd, 10000)
+        self.h.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 100)
+        rosout_qos = QoSProfile(depth=10000, reliability=ReliabilityPolicy.RELIABLE,
+                                durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.h.create_subscription(Log, "/rosout", self._on_log, rosout_qos)
+        self.js_pub = self.h.create_publisher(JointState, self.js_topic, 10)
+        self._state_sub = None
+        self.thread = threading.Thread(target=self.ex.spin, daemon=True)
+        self.thread.start()
+
+    # ---- the controller ----
+    def controller(self, name="tc", **params):
+        from rclpy.parameter import Parameter
+        from sensor_msgs.msg import JointState
+
+        from robot_dynamics.nodes.controller_node import TorqueControllerNode
+        from robot_dynamics.dynamics import robots
+        base = dict(robot_description=robots.robot_urdf_path("panda").read_text(), joints=ARM,
+                    joint_states_topic=self.js_topic, command_topic=self.cmd_topic,
+                    wrench_topic=self.wrench_topic, diagnostics_period=0.2)
+        base.update(params)
+        node = TorqueControllerNode(f"{self.ns}_{name}", context=self.ctx, parameter_overrides=[
+            Parameter(k, value=v) for k, v in base.items()])
+        self.monitor = NodeMonitor(node)
+        self.node = node
+        self._state_sub = self.h.create_subscription(JointState, f"/{node.get_name()}/state",
+                                                     self._on_state, 10000)
+        self.ex.add_node(node)
+        wait_for(lambda: node.active, what="controller active (autostart)")
+        c = node.c
+        self.limit = np.asarray(c.safety.limit)[c.perm].copy()
+        self.rate = np.broadcast_to(np.asarray(c.safety.rate, dtype=float), (c.n,))[c.perm].copy()
+        return node
+
+    def close(self):
+        self.ex.shutdown(timeout_sec=5.0)
+        self.thread.join(10.0)
+        for n in ([self.node] if self.node else []) + [self.h]:
+            try:
+                n.destroy_node()
+            except Exception:                     # noqa: BLE001
+                pass
+        self.rclpy.try_shutdown(context=self.ctx)
+
+    # ---- receivers (the DDS-side checks) ----
+    def _on_cmd(self, msg):
+        a = np.array(msg.data)
+        with self.lock:
+            self.cmds.append(a)
+            lim = self.limit
+            if lim is None:
+                return
+            if a.shape != lim.shape:
+                self.cmd_violations.append(f"command of length {a.size}")
+            elif not np.all(np.isfinite(a)):
+                self.cmd_violations.append(f"non-finite command {a.tolist()}")
+            elif np.any(np.abs(a) > lim * (1 + 1e-12) + ABS_TOL):
+                self.cmd_violations.append(f"command {a.tolist()} beyond the limits {lim.tolist()}")
+
+    def _on_state(self, msg):
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        eff = np.array(msg.effort)
+        pos = np.array(msg.position)
+        safe = pos.size > 0 and bool(np.all(np.isnan(pos)))
+        with self.lock:
+            if self.states and not safe and self.rate is not None:
+                t0, e0, _ = self.states[-1]
+                if e0.shape == eff.shape:
+                    bound = self.rate * (max(stamp - t0, 0.0) + STAMP_SLACK) + ABS_TOL
+                    jump = np.abs(eff - e0)
+                    if np.any(jump > bound):
+                        self.state_violations.append(
+                            f"~/state effort jump {jump.max():.6g} N m > {bound[np.argmax(jump - bound)]:.6g} "
+                            f"(stamps {t0:.6f} -> {stamp:.6f})")
+            self.states.append((stamp, eff, safe))
+
+    def _on_log(self, msg):
+        if self.node is not None and msg.name == self.node.get_logger().name:
+            with self.lock:
+                self.logs.append((msg.level, msg.msg))
+
+    def _on_diag(self, msg):
+        for st in msg.status:
+            with self.lock:
+                self.diag[st.name.split(":")[0]] = {kv.key: kv.value for kv in st.values}
+
+    # ---- checks ----
+    def assert_invariants(self):
+        self.monitor.assert_ok()
+        with self.lock:
+            v = self.cmd_violations + self.state_violations
+        if v:
+            raise InvariantError(f"{len(v)} DDS-side violation(s), first: " + "; ".join(v[:5]))
+
+    def log_count(self, text):
+        with self.lock:
+            return sum(1 for _, m in self.logs if text in m)
+
+    def diagnostics(self):
+        with self.lock:
+            return dict(self.diag.get(self.node.get_name(), {}))
+
+    # ---- publishing ----
+    def pub(self, msg_type, topic):
+        """A cached publisher (never destroyed while the executor spins: rclpy races on that)."""
+        if not hasattr(self, "_pubs"):
+            self._pubs = {}
+        if topic not in self._pubs:
+            self._pubs[topic] = self.h.create_publisher(msg_type, topic, 10)
+            wait_for(lambda: self._pubs[topic].get_subscription_count() > 0, what=f"a subscriber on {topic}")
+        return self._pubs[topic]
+
+    def js(self, names, q, v=None, effort=None, stamp=None):
+        from sensor_msgs.msg import JointState
+        m = JointState(name=list(names), position=[float(x) for x in q],
+                       velocity=[float(x) for x in (np.zeros(len(q)) if v is None else v)],
+                       effort=[float(x) for x in (effort or [])])
+        if stamp is not None:
+            m.header.stamp.sec, m.header.stamp.nanosec = int(stamp[0]), int(stamp[1])
+        return m
+
+    def send(self, msg, pub=None, timeout=TIMEOUT):
+        """Publish one message that the node answers with exactly one command (a joint state), and
+        wait until the node has sent a command after it (re-publishing every 0.2 s if lost)."""
+        pub = pub or self.js_pub
+        k0 = self.monitor.n()
+        state = {"t": time.monotonic()}
+        pub.publish(msg)
+
+        def again():
+            if time.monotonic() - state["t"] > 0.2:
+                state["t"] = time.monotonic()
+                pub.publish(msg)
+        wait_for(lambda: self.monitor.n() > k0, timeout, "a command after the message", again)
+        return self.monitor.since(k0)
+
+    def valid_command(self, q=None, timeout=TIMEOUT):
+        """Valid joint states until a filtered (non-safe) command comes back: the node still controls."""
+        q = Q0 if q is None else q
+        k0 = self.monitor.n()
+        msg = self.js(ARM, q)
+
+        def got():
+            return any(not r["safe"] for r in self.monitor.since(k0))
+        wait_for(got, timeout, "a filtered command for a valid joint state",
+                 lambda: (self.js_pub.publish(msg), time.sleep(0.005)))
+        return [r for r in self.monitor.since(k0) if not r["safe"]][-1]
+
+    # ---- services ----
+    def call(self, srv_type, name, request, timeout=TIMEOUT):
+        cli = self.h.create_client(srv_type, name)
+        try:
+            assert cli.wait_for_service(timeout_sec=timeout), f"service {name} not available"
+            fut = cli.call_async(request)
+            wait_for(fut.done, timeout, f"{name} response")
+            return fut.result()
+        finally:
+            self.h.destroy_client(cli)
+
+    def lifecycle_state(self):
+        from lifecycle_msgs.srv import GetState
+        return self.call(GetState, f"/{self.node.get_name()}/get_state", GetState.Request()).current_state.label
+
+    def change_state(self, transition_id):
+        from lifecycle_msgs.srv import ChangeState
+        req = ChangeState.Request()
+        req.transition.id = transition_id
+        return self.call(ChangeState, f"/{self.node.get_name()}/change_state", req).success
+
+    def param_client(self):
+        from rclpy.parameter_client import AsyncParameterClient
+        pc = AsyncParameterClient(self.h, self.node.get_name())
+        assert pc.wait_for_services(timeout_sec=TIMEOUT)
+        return pc
+
+    def set_params(self, pc, params):
+        fut = pc.set_parameters(params)
+        wait_for(fut.done, TIMEOUT, "set_parameters")
+        return fut.result().results
+
+    def get_params(self, pc, names):
+        fut = pc.get_parameters(names)
+        wait_for(fut.done, TIMEOUT, "get_parameters")
+        return [self.rclpy.parameter.parameter_value_to_python(v) for v in fut.result().values]
+
+    def alive(self):
+        """The node answers: lifecycle get_state is 'active' and a valid state gives a filtered command."""
+        assert self.lifecycle_state() == "active"
+        self.valid_command()
+
+
+ARM = [f"panda_joint{i}" for i in range(1, 8)]
+Q0 = np.array([0.1, -0.5, 0.2, -2.0, 0.1, 1.5, 0.3])
+NAN, INF = math.nan, math.inf
