@@ -36,11 +36,12 @@ TRAJ_STEP = np.array([0.3, -0.2, 0.3, 0.3, 0.3, -0.3, 0.3])    # rad, goal - sta
 CT_TRACK_TOL = 0.03           # rad: largest |q_ref - q| reported by the controller during the motion
 CT_FINAL_TOL = 5e-3           # rad: |q - q_goal| 1 s after the trajectory ends
 CART_STEP = np.array([0.05, 0.0, -0.05])   # m: target - start of the TCP
-CART_TOL = 5e-3               # m: |p - p_target| after CART_SETTLE
+CART_TOL = 5e-3               # m: |p - p_target| once settled
 CART_ROT_TOL = 0.02           # rad: orientation kept while moving
-CART_SETTLE = 3.0             # s
+CART_SETTLE = 15.0            # s: longest wait for the TCP to settle (a bound, not a speed requirement:
+                              #    on a loaded machine the DDS loop slows and the motion takes longer)
 PUSH = np.array([0.0, 15.0, 0.0, 0.0, 0.0, 0.0])   # N: push on the TCP, world axes
-PUSH_SETTLE = 2.0             # s
+PUSH_SETTLE = 10.0            # s: longest wait for the push / release to settle
 YIELD_RANGE = (0.6, 1.4)      # measured deflection / (F / k_pos): impedance, not rigid, not limp
 Q0 = np.array(HOME["panda"])
 TCP = "panda_hand_tcp"
@@ -143,20 +144,27 @@ def test_cartesian_impedance_reaches_pose_and_yields_to_push(system, model):
     R0, p0 = fk(model, q)
     target = p0 + CART_STEP
     probe.publish_pose(target, quat_xyzw(R0))
-    time.sleep(CART_SETTLE)
+
+    def tcp():
+        q = probe.q.copy()            # called under probe.lock by wait_for
+        return fk(model, q)
+
+    probe.wait_for(lambda: np.linalg.norm(tcp()[1] - target) < CART_TOL, CART_SETTLE,
+                   check=procs.check_alive)
     procs.check_alive()
     q, _ = probe.snapshot()
     R, p = fk(model, q)
     assert np.linalg.norm(p - target) < CART_TOL, p - target
     assert np.linalg.norm(spatial.log3(R @ R0.T)) < CART_ROT_TOL
-    # push: the TCP yields along the push by about F / k
+    # push: the TCP yields along the push by about F / k (wait until it has come to rest)
+    expected = PUSH[1] / k_y
     probe.push(TCP, PUSH)
-    time.sleep(PUSH_SETTLE)
+    probe.wait_for(lambda: YIELD_RANGE[0] * expected < tcp()[1][1] - target[1] < YIELD_RANGE[1] * expected
+                   and np.max(np.abs(probe.v)) < 1e-3, PUSH_SETTLE, check=procs.check_alive)
     procs.check_alive()
     q, _ = probe.snapshot()
     _, p_pushed = fk(model, q)
     d = p_pushed - target
-    expected = PUSH[1] / k_y
     assert YIELD_RANGE[0] * expected < d[1] < YIELD_RANGE[1] * expected, (d, expected)
     # the F/T sensor at the flange sees the push
     with probe.lock:
@@ -164,7 +172,8 @@ def test_cartesian_impedance_reaches_pose_and_yields_to_push(system, model):
     assert np.linalg.norm(w[:3]) > 0.5 * np.linalg.norm(PUSH[:3])
     # release: back to the target
     probe.push(TCP, np.zeros(6))
-    time.sleep(PUSH_SETTLE)
+    probe.wait_for(lambda: np.linalg.norm(tcp()[1] - target) < CART_TOL, PUSH_SETTLE,
+                   check=procs.check_alive)
     q, _ = probe.snapshot()
     _, p_back = fk(model, q)
     assert np.linalg.norm(p_back - target) < CART_TOL, p_back - target
