@@ -10,5 +10,35 @@ os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: see robot_dynamics/__init__.py
 
+import pytest  # noqa: E402
+
 # the robustness suite's end-of-session summary (cases per category, failures)
 from robustness_harness import pytest_terminal_summary  # noqa: E402,F401
+
+
+@pytest.fixture(scope="module")
+def model():
+    """A fresh 7-DoF Panda (fingers locked) per test module: tests may attach payloads to it."""
+    from robot_dynamics.dynamics import Model
+    return Model.from_robot("panda")
+
+
+@pytest.fixture(scope="module")
+def pinb(model):
+    from robot_dynamics.dynamics import PinocchioBackend
+    return PinocchioBackend(model)
+
+
+@pytest.fixture(scope="module")
+def refb(model):
+    from robot_dynamics.dynamics import ReferenceBackend
+    return ReferenceBackend(model)
+
+
+@pytest.fixture(scope="module")
+def ros():
+    """rclpy initialised for the module (on this run's ROS_DOMAIN_ID)."""
+    import rclpy
+    rclpy.init()
+    yield
+    rclpy.try_shutdown()

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
+from robot_dynamics.control.base import flatten_params
 from robot_dynamics.control import CartesianReference, JointReference, State, make_law
 from robot_dynamics.description import CONTROLLERS, LAUNCH_ROBOTS
 from robot_dynamics.dynamics import Model, PinocchioBackend
@@ -29,20 +30,9 @@ HOLD_TOL = 1e-6              # rad, gravity compensation from rest at q0 stays a
 LOOP = {("kinova", "cartesian_impedance"): (2, 2)}
 
 
-def flatten(d, prefix=""):
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
 def load_params(path):
     with open(path) as f:
-        return flatten(yaml.safe_load(f)["/**"]["ros__parameters"])
+        return flatten_params(yaml.safe_load(f)["/**"]["ros__parameters"])
 
 
 def law_params(flat, law):

@@ -20,21 +20,6 @@ FRAME = "panda_hand_tcp"
 TOL = 1e-8        # N m, law vs oracle (both double precision, different algorithms)
 
 
-@pytest.fixture(scope="module")
-def model():
-    return Model.from_robot("panda")
-
-
-@pytest.fixture(scope="module")
-def pinb(model):
-    return PinocchioBackend(model)
-
-
-@pytest.fixture(scope="module")
-def refb(model):
-    return ReferenceBackend(model)
-
-
 def rand_state(model, rng, t=0.0, vscale=1.0):
     return State(q=model.random_configuration(rng, 0.2), v=rng.uniform(-vscale, vscale, model.nv), t=t)
 

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import yaml
 
+from robot_dynamics.control.base import flatten_params
 from robot_dynamics.description import CONTROLLERS, LAUNCH_ROBOTS, gz_ros2_control_urdf, robot_model
 from robot_dynamics.nodes import sim_node
 
@@ -91,17 +92,6 @@ def kw(call, key):
     return None
 
 
-def flatten(d, prefix=""):
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
 def load_yaml(path):
     with open(path) as f:
         return yaml.safe_load(f)
@@ -112,7 +102,7 @@ def node_params(path):
     doc = load_yaml(path)
     assert isinstance(doc, dict) and len(doc) == 1, f"{path.name}: expected one node section"
     (section,) = doc.values()
-    return flatten(section["ros__parameters"])
+    return flatten_params(section["ros__parameters"])
 
 
 def controller_specs():

@@ -14,13 +14,14 @@ import unittest
 
 import pytest
 
-launch_testing = pytest.importorskip(
+pytest.importorskip(
     "launch_testing",
     reason="launch_testing is not importable: the ROS 2 PyPI wheels have no launch packages; "
            "run under a ROS 2 Jazzy install (colcon test / launch_test)")
-launch = pytest.importorskip("launch", reason="launch is not importable (ROS 2 Jazzy install needed)")
+pytest.importorskip("launch", reason="launch is not importable (ROS 2 Jazzy install needed)")
 pytest.importorskip("launch_ros", reason="launch_ros is not importable (ROS 2 Jazzy install needed)")
 
+import launch  # noqa: E402
 import launch_testing.actions  # noqa: E402
 import launch_testing.markers  # noqa: E402
 import launch_testing.asserts  # noqa: E402

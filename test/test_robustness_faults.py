@@ -5,7 +5,6 @@ command finite, within the limits and the rate limit of the one before (the safe
 defined reaction and exempt); after losing valid state the safe command is published (by the watchdog);
 control resumes without a torque jump beyond the rate limit; nothing raises; the node answers.
 No timed assertions (delays are printed, not asserted)."""
-import math
 import os
 import signal
 import time

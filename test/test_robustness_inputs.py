@@ -18,7 +18,7 @@ from robustness_harness import ARM, Q0, Rig, case, wait_for
 from robot_dynamics.control import (LAWS, JointTrajectory, SafetyFilter, State, make_law)
 from robot_dynamics.dynamics import Model, PinocchioBackend, robots
 from robot_dynamics.nodes.common import (REJECT_REASONS, JointStateMapper, check_value,
-                                         map_joint_values, pose_to_rp, quat_to_matrix, trajectory_arrays)
+                                         map_joint_values, pose_to_rp, trajectory_arrays)
 
 PANDA_URDF = robots.robot_urdf_path("panda").read_text()
 MODEL = Model.from_robot("panda")

@@ -14,7 +14,7 @@ from std_msgs.msg import String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
 
-from robot_dynamics.dynamics import Model, PinocchioBackend  # noqa: E402
+from robot_dynamics.dynamics import PinocchioBackend  # noqa: E402
 from robot_dynamics.nodes.probe import Probe  # noqa: E402
 from robot_dynamics.nodes.processes import NodeProcesses  # noqa: E402
 from robot_dynamics.nodes.sim_node import HOME, PARAMETERS  # noqa: E402
@@ -31,18 +31,6 @@ PUSH_MIN = 0.02             # rad: a 20 N push on the uncontrolled (gravity-held
 
 # joint order on the wire deliberately differs from the model order: the node must map by name
 WIRE_JOINTS = [f"panda_joint{i}" for i in (7, 6, 5, 4, 3, 2, 1)]
-
-
-@pytest.fixture(scope="module")
-def model():
-    return Model.from_robot("panda")
-
-
-@pytest.fixture(scope="module")
-def ros():
-    rclpy.init()
-    yield
-    rclpy.try_shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import yaml
 
 rclpy = pytest.importorskip("rclpy")
 
-from robot_dynamics.dynamics import Model, PinocchioBackend  # noqa: E402
+from robot_dynamics.dynamics import PinocchioBackend  # noqa: E402
 from robot_dynamics.dynamics.reference import spatial  # noqa: E402
 from robot_dynamics.nodes.probe import Probe  # noqa: E402
 from robot_dynamics.nodes.processes import (NodeProcesses, config_path,  # noqa: E402
@@ -45,18 +45,6 @@ PUSH_SETTLE = 10.0            # s: longest wait for the push / release to settle
 YIELD_RANGE = (0.6, 1.4)      # measured deflection / (F / k_pos): impedance, not rigid, not limp
 Q0 = np.array(HOME["panda"])
 TCP = "panda_hand_tcp"
-
-
-@pytest.fixture(scope="module")
-def model():
-    return Model.from_robot("panda")
-
-
-@pytest.fixture(scope="module")
-def ros():
-    rclpy.init()
-    yield
-    rclpy.try_shutdown()
 
 
 @pytest.fixture

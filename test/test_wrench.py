@@ -8,25 +8,9 @@ import numpy as np
 import pytest
 
 from robot_dynamics.control import WrenchProcessor
-from robot_dynamics.dynamics import Model, PinocchioBackend, ReferenceBackend
 from robot_dynamics.dynamics.reference.spatial import xform
 
 SENSOR, TARGET = "panda_link8", "panda_hand_tcp"
-
-
-@pytest.fixture(scope="module")
-def model():
-    return Model.from_robot("panda")
-
-
-@pytest.fixture(scope="module")
-def pinb(model):
-    return PinocchioBackend(model)
-
-
-@pytest.fixture(scope="module")
-def refb(model):
-    return ReferenceBackend(model)
 
 
 @pytest.mark.parametrize("sensor, target", [(SENSOR, TARGET), (TARGET, SENSOR), ("panda_link5", TARGET)])

@@ -17,7 +17,6 @@ import numpy as np
 import pinocchio as pin
 
 from . import robots
-from .reference import spatial
 from .urdf import check_inertia, lock_joints, parse_urdf
 
 
@@ -72,8 +71,8 @@ class Model:
     def from_robot(cls, name, **kw):
         """A robot of example-robot-data by short name (see robots.ROBOTS): 'panda' is the 7-DoF arm
         with the fingers locked, 'panda_gripper' keeps them."""
-        rel, floating, active = robots.ROBOTS[name] if name in robots.ROBOTS else (None, None, None)
-        path = robots.robot_urdf_path(name)
+        path = robots.robot_urdf_path(name)          # ValueError for an unknown name
+        _, floating, active = robots.ROBOTS[name]
         kw.setdefault("floating_base", floating)
         kw.setdefault("active_joints", active)
         return cls(path.read_text(), source=str(path), **kw)

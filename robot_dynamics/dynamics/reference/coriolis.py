@@ -8,7 +8,6 @@ v_i x* I_i v_i give C = sum_i J_i^T (I_i dJ_i + B_i J_i), where
 Then M' - 2C = sum (dJ^T I J - J^T I dJ) + J^T (I' - 2B) J with I' = v x* I - I v x, and
 I' - 2B = -hbar(I v) is skew: so is M' - 2C.  (Echeverria, Wensing et al. use the same B.)
 """
-import numpy as np
 
 from . import spatial
 from .jacobian import _world_columns

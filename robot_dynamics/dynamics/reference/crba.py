@@ -1,5 +1,4 @@
 """Composite-rigid-body algorithm for the joint-space mass matrix (Featherstone, RBDA table 6.2)."""
-import numpy as np
 
 from . import spatial
 from .jcalc import body_pose, vslice
