@@ -14,6 +14,9 @@ setup(
         ("share/" + package_name + "/launch", glob("launch/*.py")),
         ("share/" + package_name + "/config", glob("config/*.yaml") + glob("config/*.urdf")),
         ("share/" + package_name + "/urdf", glob("urdf/*.xacro") + glob("urdf/*.urdf")),
+        # where `ros2 run` and launch_ros look for executables; a pip install (wheel) ignores
+        # setup.cfg's install_scripts, so the node wrappers ship as data files as well
+        ("lib/" + package_name, glob("resource/lib/*")),
     ],
     install_requires=["setuptools"],
     zip_safe=True,
