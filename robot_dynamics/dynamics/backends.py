@@ -183,6 +183,13 @@ class PinocchioBackend(Backend):
         return self._out(self._symmetric(pin.crba(self.pm, self.data, self._pq(q))), "mass_matrix")
 
     def coriolis_matrix(self, q, v):
+        if self._direct and self._finite(q, self._nq):
+            try:
+                C = pin.computeCoriolisMatrix(self.pm, self.data, q, v)
+                if math.isfinite(C.trace()) and math.isfinite(v.dot(v)):
+                    return C
+            except Exception:  # noqa: BLE001
+                pass
         return self._out(pin.computeCoriolisMatrix(self.pm, self.data, self._pq(q), self._pv(v)),
                          "coriolis_matrix")
 
@@ -199,6 +206,18 @@ class PinocchioBackend(Backend):
             return self._out(pin.aba(self.pm, self.data, qp, vp, tp), "aba")
         return self._out(pin.aba(self.pm, self.data, qp, vp, tp, self._pfext(fext)), "aba")
 
+    # Kinematics and energies.  Fast path: q (and v) checked with one dot product each, the frame id and
+    # reference looked up in dicts; anything unusual takes the checked path, which explains itself.
+    @staticmethod
+    def _finite(x, n):
+        try:
+            return x.shape == (n,) and math.isfinite(x.dot(x))
+        except (AttributeError, TypeError, ValueError):
+            return False
+
+    def _fast(self, q, v=None):
+        return self._direct and self._finite(q, self._nq) and (v is None or self._finite(v, self._nv))
+
     def forward_kinematics(self, q, v=None, a=None):
         qp = self._pq(q)
         if v is None:
@@ -210,33 +229,53 @@ class PinocchioBackend(Backend):
 
     def frame_placement(self, q, frame):
         """(R, p) of the frame in the world."""
-        fid = self._fid(frame)
-        pin.forwardKinematics(self.pm, self.data, self._pq(q))
+        fid = self.model.frame_ids.get(frame)
+        if fid is None:
+            fid = self._fid(frame)
+        pin.forwardKinematics(self.pm, self.data, q if self._fast(q) else self._pq(q))
         M = pin.updateFramePlacement(self.pm, self.data, fid)
         return M.rotation, M.translation
 
     def frame_velocity(self, q, v, frame, reference="local"):
-        fid = self._fid(frame)
-        pin.forwardKinematics(self.pm, self.data, self._pq(q), self._pv(v))
+        fid, rf = self.model.frame_ids.get(frame), _PIN_REF.get(reference)
+        if fid is None or rf is None:
+            fid, rf = self._fid(frame), _PIN_REF[self._ref(reference)]
+        if self._fast(q, v):
+            pin.forwardKinematics(self.pm, self.data, q, v)
+        else:
+            pin.forwardKinematics(self.pm, self.data, self._pq(q), self._pv(v))
         pin.updateFramePlacement(self.pm, self.data, fid)
-        return pin.getFrameVelocity(self.pm, self.data, fid, _PIN_REF[self._ref(reference)]).vector
+        return pin.getFrameVelocity(self.pm, self.data, fid, rf).vector
 
     def frame_jacobian(self, q, frame, reference="local"):
-        fid = self._fid(frame)
-        J = pin.computeFrameJacobian(self.pm, self.data, self._pq(q), fid, _PIN_REF[self._ref(reference)])
+        fid, rf = self.model.frame_ids.get(frame), _PIN_REF.get(reference)
+        if fid is None or rf is None:
+            fid, rf = self._fid(frame), _PIN_REF[self._ref(reference)]
+        if self._fast(q):
+            return pin.computeFrameJacobian(self.pm, self.data, q, fid, rf)
+        J = pin.computeFrameJacobian(self.pm, self.data, self._pq(q), fid, rf)
         return J if self._perm is None else J[:, self._perm]
 
     def frame_jacobian_dot(self, q, v, frame, reference="local"):
-        fid = self._fid(frame)
-        pin.computeJointJacobiansTimeVariation(self.pm, self.data, self._pq(q), self._pv(v))
+        fid, rf = self.model.frame_ids.get(frame), _PIN_REF.get(reference)
+        if fid is None or rf is None:
+            fid, rf = self._fid(frame), _PIN_REF[self._ref(reference)]
+        if self._fast(q, v):
+            pin.computeJointJacobiansTimeVariation(self.pm, self.data, q, v)
+        else:
+            pin.computeJointJacobiansTimeVariation(self.pm, self.data, self._pq(q), self._pv(v))
         pin.updateFramePlacement(self.pm, self.data, fid)
-        dJ = pin.getFrameJacobianTimeVariation(self.pm, self.data, fid, _PIN_REF[self._ref(reference)])
+        dJ = pin.getFrameJacobianTimeVariation(self.pm, self.data, fid, rf)
         return dJ if self._perm is None else dJ[:, self._perm]
 
     def kinetic_energy(self, q, v):
+        if self._fast(q, v):
+            return pin.computeKineticEnergy(self.pm, self.data, q, v)
         return float(pin.computeKineticEnergy(self.pm, self.data, self._pq(q), self._pv(v)))
 
     def potential_energy(self, q):
+        if self._fast(q):
+            return pin.computePotentialEnergy(self.pm, self.data, q)
         return float(pin.computePotentialEnergy(self.pm, self.data, self._pq(q)))
 
 
