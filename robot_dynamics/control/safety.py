@@ -31,6 +31,8 @@ import numpy as np
 
 from .base import check_scalar, check_vector
 
+_any = np.logical_or.reduce        # ndarray.any() without its Python wrapper
+
 REASONS = ("nonfinite_command", "bad_fallback", "nonfinite_state", "bad_dt", "position_limit",
            "velocity_damping", "effort_limit", "start_ramp", "rate_limit")
 
@@ -50,6 +52,8 @@ class SafetyFilter:
     def __init__(self, model, params=None):
         self.model = model
         self.nv = model.nv
+        self._fin_w = np.full(self.nv, 2.0 ** -1000)     # the finiteness test of _finite_vec
+        self._fin_abs = np.empty(self.nv)
         self.lower = np.asarray(model.lower_limits, dtype=float)
         self.upper = np.asarray(model.upper_limits, dtype=float)
         self._p = None
@@ -110,6 +114,9 @@ class SafetyFilter:
         self.rate = rate
         self._use_state = (new["position_margin"] > 0 and new["position_stiffness"] > 0) or new["velocity_damping"] > 0
         self._zero = np.zeros(n)
+        self._step = np.empty(n)                        # scratch arrays of apply()
+        self._delta = np.empty(n)
+        self._absd = np.empty(n)
 
     # ---- state ----
     def reset(self, clear_counts=False, start=None):
@@ -143,7 +150,10 @@ class SafetyFilter:
             return None
         if x.shape != (self.nv,):
             return None
-        if np.isfinite(x).all():
+        # one dot product: |x| . 2^-1000 is finite exactly when every element is (|x_i| <= 1.8e308
+        # makes each term <= 1.7e7: no overflow; a NaN or Inf makes it NaN or +Inf; no inf - inf, so
+        # no floating-point warning either)
+        if math.isfinite(np.abs(x, out=self._fin_abs).dot(self._fin_w)):
             return x
         return None
 
@@ -174,10 +184,12 @@ class SafetyFilter:
         # 2. position limits and velocity damping (only when enabled: the state is not read otherwise)
         if self._use_state:
             t = self._state_terms(t, state, p)
-        # 3. effort limits
+        # 3. effort limits (t is finite here; the limits are symmetric and > 0, so the clamp acts
+        # exactly when some |t_i| > limit_i)
         lim = self.limit
-        target = np.clip(t, self._neg_limit, lim)
-        if not np.array_equal(target, t):
+        target = np.minimum(t, lim)                     # a new array: becomes self.prev
+        np.maximum(target, self._neg_limit, out=target)
+        if _any(target != t):
             self._flag("effort_limit")
         # 4. start ramp
         self.elapsed += dt
@@ -186,15 +198,17 @@ class SafetyFilter:
             target -= self.start
             target *= self.elapsed / p.ramp_time
             target += self.start
-        # 5. rate limit (+ 6. the final clamp, which only acts if the limits were lowered live)
-        step = self.rate * dt
-        delta = target - self.prev
-        clipped = np.clip(delta, -step, step)
-        if not np.array_equal(clipped, delta):
+        # 5. rate limit (+ 6. the final clamp, which only acts if the limits were lowered live):
+        # clip(delta, -step, step) changes delta exactly when some |delta_i| > step_i
+        step = np.multiply(self.rate, dt, out=self._step)
+        delta = np.subtract(target, self.prev, out=self._delta)
+        if _any(np.abs(delta, out=self._absd) > step):
             self._flag("rate_limit")
-            target = clipped
-            target += self.prev
-            np.clip(target, self._neg_limit, lim, out=target)
+            np.minimum(delta, step, out=delta)
+            np.maximum(delta, np.negative(step, out=step), out=delta)
+            np.add(delta, self.prev, out=target)
+            np.minimum(target, lim, out=target)
+            np.maximum(target, self._neg_limit, out=target)
         self.prev = target
         return target.copy()
 

@@ -44,18 +44,28 @@ class KinematicTree:
     frames: dict = field(default_factory=dict)       # name -> Frame
     gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
     root_link: str = ""
+    # (len(jtype), nq, nv): nq and nv are read on every control cycle, so they are computed once per
+    # topology; add_body drops the cache, and a jtype list of another length recomputes it
+    _dims: tuple = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def nb(self):
         return len(self.parent)
 
+    def _counts(self):
+        d = self._dims
+        if d is None or d[0] != len(self.jtype):
+            d = self._dims = (len(self.jtype), sum(7 if t == "free" else 1 for t in self.jtype),
+                              sum(6 if t == "free" else 1 for t in self.jtype))
+        return d
+
     @property
     def nv(self):
-        return sum(6 if t == "free" else 1 for t in self.jtype)
+        return self._counts()[2]
 
     @property
     def nq(self):
-        return sum(7 if t == "free" else 1 for t in self.jtype)
+        return self._counts()[1]
 
     @property
     def floating(self):
@@ -68,6 +78,7 @@ class KinematicTree:
         self.iv.append(self.nv)
         self.parent.append(parent)
         self.jtype.append(jtype)
+        self._dims = None
         self.axis.append(np.asarray(axis, dtype=float))
         self.joint_names.append(joint_name)
         self.body_names.append(body_name)

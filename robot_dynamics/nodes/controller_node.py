@@ -45,9 +45,9 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory as JointTrajectoryMsg
 
 from ..dynamics import Model, make_backend, self_check
-from .common import (REJECT_REASONS, JointStateMapper, ParamSpec, check_value, declare_all,
-                     map_joint_values, param_value, params_table_markdown, pose_to_rp,
-                     trajectory_arrays, wrench_to_array)
+from .common import (EXECUTORS, REJECT_REASONS, RELIABILITIES, JointStateMapper, ParamSpec, check_value,
+                     declare_all, make_executor, make_qos, map_joint_values, param_value,
+                     params_table_markdown, pose_to_rp, trajectory_arrays, wrench_to_array)
 
 LAWS = ("gravity_compensation", "computed_torque", "joint_impedance", "cartesian_impedance")
 T = Parameter.Type
@@ -76,6 +76,9 @@ GENERAL_PARAMS = [
     ParamSpec("trigger", "joint_state", "what runs the control step", "choices", ("joint_state", "timer")),
     ParamSpec("update_rate", 1000.0, "control rate [Hz] when trigger is timer", "positive"),
     ParamSpec("joint_states_topic", "/joint_states", "sensor_msgs/JointState input"),
+    ParamSpec("qos_reliability", "best_effort", "QoS reliability of the joint-state subscription",
+              "choices", RELIABILITIES),
+    ParamSpec("qos_depth", 1, "QoS history depth (KEEP_LAST) of the joint-state subscription", "positive"),
     ParamSpec("require_velocity", True,
               "reject joint states without velocities (false: an empty velocity field means zero)"),
     ParamSpec("wrench_topic", "/ft_sensor/wrench", "geometry_msgs/WrenchStamped input (F/T sensor)"),
@@ -86,7 +89,12 @@ GENERAL_PARAMS = [
     ParamSpec("wrench_deadband", [0.0, 0.0], "deadband on |force| [N] and |torque| [N m]", "vec2_nonneg"),
     ParamSpec("command_topic", "/effort_controller/commands",
               "std_msgs/Float64MultiArray output in `joints` order (ros2_control JointGroupEffortController)"),
+    ParamSpec("output_qos_reliability", "reliable", "QoS reliability of the command publishers "
+              "(command_topic, ~/joint_command)", "choices", RELIABILITIES),
+    ParamSpec("output_qos_depth", 1, "QoS history depth (KEEP_LAST) of the command publishers", "positive"),
     ParamSpec("publish_joint_command", False, "also publish sensor_msgs/JointState efforts on ~/joint_command"),
+    ParamSpec("publish_state", True, "publish ~/state (filled and sent only while it has subscribers; the "
+              "subscriber count is checked every 0.1 s)", live=True),
     ParamSpec("watchdog_timeout", 0.1, "joint states older than this [s] -> the safe command", "positive",
               live=True),
     ParamSpec("safe_command", "zero", "command when the input is stale or invalid, and on deactivate: "
@@ -105,6 +113,10 @@ GENERAL_PARAMS = [
     ParamSpec("velocity_damping", 0.0, "extra joint damping added by the safety filter [N m s/rad]",
               "nonneg", live=True),
     ParamSpec("diagnostics_period", 1.0, "period of /diagnostics [s]", "positive", startup=True),
+    ParamSpec("executor", "single", "rclpy executor of main(): SingleThreadedExecutor, "
+              "MultiThreadedExecutor, rclpy.experimental.EventsExecutor (the --multi-threaded flag = "
+              "multi); single had the lowest latency in bench/latency.py --sections matrix (multi "
+              "busy-spins a core, events had a higher p99)", "choices", EXECUTORS, startup=True),
 ]
 
 # law parameter keys: kind ('per_joint' nonneg vector, 'per_joint_any', 'vec6' nonneg, 'bool',
@@ -227,6 +239,8 @@ def interface_tables_markdown():
 # ------------------------------------------------------------------------------------------------
 # QoS
 # ------------------------------------------------------------------------------------------------
+# the joint-state input and the command output take their QoS from parameters (qos_*, output_qos_*);
+# these defaults match theirs.  QOS_SENSOR is the wrench input's.
 QOS_SENSOR = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
 QOS_COMMAND = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE)
 QOS_REFERENCE = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE)
@@ -239,6 +253,11 @@ SAFETY_KEYS = {"effort_limits": "effort_limits", "effort_scale": "effort_scale",
                "position_stiffness": "position_stiffness", "velocity_damping": "velocity_damping"}
 
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
+
+# parameters read on the hot path -> the attribute caching them (refreshed after every parameter set)
+HOT_PARAMS = {"watchdog_timeout": "_watchdog_timeout", "safe_command": "_safe_command",
+              "sensor_frame": "_sensor_frame", "publish_state": "_publish_state"}
+STATE_SUBS_CHECK_PERIOD = 0.1        # s between get_subscription_count() calls on ~/state
 
 
 def _bind_array(msg, field, n):
@@ -275,7 +294,10 @@ class TorqueControllerNode(LifecycleNode):
         self._diag_last = time.monotonic()
         self.create_service(Trigger, "~/tare", self._on_tare)
         self.create_service(Trigger, "~/hold", self._on_hold)
+        self._clock_handle = self.get_clock().handle   # one ROS clock read per step (sim time included)
+        self._cache_params(HOT_PARAMS)
         self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.add_post_set_parameters_callback(self._on_parameters_set)
         self._t_created = time.monotonic()
         self._autostart_timer = None
         self._autostart_logged = False
@@ -285,6 +307,17 @@ class TorqueControllerNode(LifecycleNode):
     # ---------------------------------------------------------------- small helpers
     def _p(self, name):
         return param_value(self, name)
+
+    def _cache_params(self, names):
+        """Copy the parameters read on every cycle (HOT_PARAMS) into attributes; called at start-up
+        and after every successful parameter change, so the hot path does no parameter lookups."""
+        for name in names:
+            if name in HOT_PARAMS:
+                setattr(self, HOT_PARAMS[name], self._p(name))
+        self._safe_gravity = self._safe_command == "gravity"
+
+    def _on_parameters_set(self, params):
+        self._cache_params([p.name for p in params])
 
     def _guard(self, fn, where):
         """Wrap a callback so no exception escapes: count, log (throttled), publish the safe command."""
@@ -313,9 +346,18 @@ class TorqueControllerNode(LifecycleNode):
     def _on_robot_description(self, msg):
         self._rd_msg = msg.data
 
+    def _end_autostart(self):
+        """The one-shot autostart timer is done: destroy it (one entity fewer in every wait set)."""
+        t, self._autostart_timer = self._autostart_timer, None
+        if t is not None:
+            t.cancel()
+            self.destroy_timer(t)
+
     def _autostart(self):
+        if self._autostart_timer is None:
+            return
         if self.lifecycle_state != "unconfigured":
-            self._autostart_timer.cancel()
+            self._end_autostart()
             return
         waited = time.monotonic() - self._t_created
         have_param = bool(self._p("robot_description"))
@@ -328,7 +370,7 @@ class TorqueControllerNode(LifecycleNode):
                                    f"{self._p('robot_description_topic')} (or set robot_description, "
                                    f"urdf_path or robot)")
                 return
-        self._autostart_timer.cancel()
+        self._end_autostart()
         if self.trigger_configure() == SUCCESS:
             self.trigger_activate()
 
@@ -458,16 +500,24 @@ class TorqueControllerNode(LifecycleNode):
         c.stats_steps, c.stats_lat_sum, c.stats_lat_max = 0, 0.0, 0.0
         c.total_steps = 0
         c.safe_published = 0
+        c.stamp_ns = 0                             # ROS time of the message being published
+        c.state_subs, c.state_subs_checked = 0, -math.inf   # ~/state subscribers, counted every
+                                                            # STATE_SUBS_CHECK_PERIOD s
         # ROS entities
-        c.cmd_pub = self.create_publisher(Float64MultiArray, self._p("command_topic"), QOS_COMMAND)
+        qos_in = make_qos(self._p("qos_reliability"), self._p("qos_depth"))
+        qos_out = make_qos(self._p("output_qos_reliability"), self._p("output_qos_depth"))
+        c.cmd_pub = self.create_publisher(Float64MultiArray, self._p("command_topic"), qos_out)
         c.state_pub = self.create_publisher(JointState, "~/state", 10)
-        c.jc_pub = (self.create_publisher(JointState, "~/joint_command", QOS_COMMAND)
+        c.jc_pub = (self.create_publisher(JointState, "~/joint_command", qos_out)
                     if self._p("publish_joint_command") else None)
         c.subs = [
             self.create_subscription(JointState, self._p("joint_states_topic"),
-                                     self._guard(self._on_joint_state, "joint_states"), QOS_SENSOR),
-            self.create_subscription(WrenchStamped, self._p("wrench_topic"),
-                                     self._guard(self._on_wrench, "wrench"), QOS_SENSOR),
+                                     self._guard(self._on_joint_state, "joint_states"), qos_in),
+        ]
+        if c.cartesian:                            # only cartesian_impedance reads the wrench
+            c.subs.append(self.create_subscription(WrenchStamped, self._p("wrench_topic"),
+                                                   self._guard(self._on_wrench, "wrench"), QOS_SENSOR))
+        c.subs += [
             self.create_subscription(JointTrajectoryMsg, "~/joint_trajectory",
                                      self._guard(self._on_trajectory, "joint_trajectory"), QOS_REFERENCE),
             self.create_subscription(JointState, "~/target_joint_state",
@@ -698,7 +748,7 @@ class TorqueControllerNode(LifecycleNode):
             return
         now = time.monotonic()
         with self._lock:
-            if not c.have_state or c.latest_rejected or now - c.last_ok > self._p("watchdog_timeout"):
+            if not c.have_state or c.latest_rejected or now - c.last_ok > self._watchdog_timeout:
                 self._check_watchdog(now)
                 self._publish_safe()
                 return
@@ -719,7 +769,8 @@ class TorqueControllerNode(LifecycleNode):
                     c.need_reset = True
                 c.watchdog = "ok"
             st = c.state
-            st.t = self.get_clock().now().nanoseconds * 1e-9
+            c.stamp_ns = ns = self._clock_handle.get_now().nanoseconds   # the one clock read: state
+            st.t = ns * 1e-9                                              # time and message stamps
             if c.need_reset:
                 c.law.reset(st)
                 c.need_reset = False
@@ -736,7 +787,7 @@ class TorqueControllerNode(LifecycleNode):
             if c.cartesian:
                 self._process_wrench(c, dt)
             tau = c.law.compute(st)
-            fallback = self._safe_torque() if self._p("safe_command") == "gravity" else None
+            fallback = self._safe_torque() if self._safe_gravity else None
             tau = c.safety.apply(tau, st, dt, fallback=fallback)
             c.tau[:] = tau
             self._publish(c.tau)
@@ -768,14 +819,14 @@ class TorqueControllerNode(LifecycleNode):
             st.wrench = None
             return
         age = time.monotonic() - c.wrench_time
-        if age > self._p("watchdog_timeout"):                   # the sensor went silent
+        if age > self._watchdog_timeout:                        # the sensor went silent
             if c.wrench_rejecting != "stale":
                 self.counts["rejected.wrench"] += 1
             self._wrench_episode(c, "stale", f"no wrench for {age:.3f} s (watchdog_timeout "
                                              f"{self._p('watchdog_timeout')} s)")
             st.wrench = None
             return
-        frame = self._p("sensor_frame") or c.wrench_raw_frame
+        frame = self._sensor_frame or c.wrench_raw_frame
         if c.wrench_proc is None or c.wrench_proc.sensor_frame != frame:
             if c.wrench_frame_error == frame:
                 st.wrench = None
@@ -798,7 +849,7 @@ class TorqueControllerNode(LifecycleNode):
     def _safe_torque(self):
         """The safe command in model order: zero, or g(q) at the last valid q, clipped to the limits."""
         c = self.c
-        if self._p("safe_command") == "gravity" and c.have_state:
+        if self._safe_gravity and c.have_state:
             c.safe[:] = c.gravity_backend.gravity(c.q)
             np.clip(c.safe, -c.safety.limit, c.safety.limit, out=c.safe)
         else:
@@ -811,6 +862,7 @@ class TorqueControllerNode(LifecycleNode):
             return
         tau = self._safe_torque()
         c.safe_published += 1
+        c.stamp_ns = self._clock_handle.get_now().nanoseconds
         self._publish(tau, safe=True)
         # the safe command bypasses the safety filter: the next filtered command must move from it at
         # the rate limit (not jump back to the last filtered one), with dt measured from now
@@ -818,22 +870,38 @@ class TorqueControllerNode(LifecycleNode):
         c.last_step = time.monotonic()
 
     def _publish(self, tau, safe=False):
-        """tau in model order -> messages in `joints` order."""
+        """tau in model order -> messages in `joints` order, stamped with c.stamp_ns (the caller's
+        clock read).  ~/state is filled and published only while publish_state is true and it has
+        subscribers (counted every STATE_SUBS_CHECK_PERIOD s, not every cycle)."""
         c = self.c
-        np.take(tau, c.perm, out=c.cmd_np)
+        np.asarray(tau).take(c.perm, out=c.cmd_np)
         c.cmd_pub.publish(c.cmd_msg)
-        stamp = self.get_clock().now().to_msg()
-        if c.jc_pub is not None:
-            c.jc_msg.header.stamp = stamp
+        jc = c.jc_pub is not None
+        if self._publish_state:
+            now = time.monotonic()
+            if now - c.state_subs_checked >= STATE_SUBS_CHECK_PERIOD:
+                c.state_subs_checked = now
+                c.state_subs = c.state_pub.get_subscription_count()
+            state = c.state_subs > 0
+        else:
+            state = False
+        if not (jc or state):
+            return
+        sec, nanosec = divmod(c.stamp_ns, 1_000_000_000)
+        if jc:
+            stamp = c.jc_msg.header.stamp
+            stamp.sec, stamp.nanosec = sec, nanosec
             c.jc_eff[:] = c.cmd_np
             c.jc_pub.publish(c.jc_msg)
-        sm = c.state_msg
-        sm.header.stamp = stamp
-        info = c.law.info
-        c.state_pos = self._fill(sm, "position", c.state_pos, info.reference, safe)
-        c.state_vel = self._fill(sm, "velocity", c.state_vel, info.error, safe)
-        c.state_eff[:] = c.cmd_np
-        c.state_pub.publish(sm)
+        if state:
+            sm = c.state_msg
+            stamp = sm.header.stamp
+            stamp.sec, stamp.nanosec = sec, nanosec
+            info = c.law.info
+            c.state_pos = self._fill(sm, "position", c.state_pos, info.reference, safe)
+            c.state_vel = self._fill(sm, "velocity", c.state_vel, info.error, safe)
+            c.state_eff[:] = c.cmd_np
+            c.state_pub.publish(sm)
 
     def _fill(self, msg, field, view, x, safe):
         """msg.<field> <- x (per-joint vectors reordered to `joints` order; NaN while the safe
@@ -845,7 +913,7 @@ class TorqueControllerNode(LifecycleNode):
         if safe:
             view.fill(np.nan)
         elif x.shape == (c.n,):
-            np.take(x, c.perm, out=view)
+            x.take(c.perm, out=view)
         else:
             view[:] = x
         return view
@@ -854,7 +922,7 @@ class TorqueControllerNode(LifecycleNode):
     def _check_watchdog(self, now):
         c = self.c
         age = now - c.last_ok
-        timeout = self._p("watchdog_timeout")
+        timeout = self._watchdog_timeout
         if c.have_state and age <= timeout and not c.latest_rejected:
             return False
         if c.watchdog == "waiting" and not c.have_state:
@@ -1051,8 +1119,9 @@ class TorqueControllerNode(LifecycleNode):
 # main
 # ------------------------------------------------------------------------------------------------
 def main(args=None):
-    """Run one controller node.  Extra (non-ROS) arguments: --multi-threaded, --print-params."""
-    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
+    """Run one controller node.  Extra (non-ROS) arguments: --print-params, --multi-threaded (an alias
+    of `-p executor:=multi`).  The executor is the node's `executor` parameter, read at start-up."""
+    from rclpy.executors import ExternalShutdownException
     from rclpy.signals import SignalHandlerOptions
     from rclpy.utilities import remove_ros_args
     argv = sys.argv if args is None else args
@@ -1066,7 +1135,15 @@ def main(args=None):
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     node = TorqueControllerNode()
-    executor = MultiThreadedExecutor() if "--multi-threaded" in extra else SingleThreadedExecutor()
+    executor_name = "multi" if "--multi-threaded" in extra else node.get_parameter("executor").value
+    try:
+        executor = make_executor(executor_name)
+    except ValueError as e:
+        node.get_logger().error(str(e))
+        node.destroy_node()
+        rclpy.try_shutdown()
+        return 1
+    node.get_logger().info(f"executor: {executor_name}")
     executor.add_node(node)
     try:
         while not stop.is_set() and rclpy.ok():

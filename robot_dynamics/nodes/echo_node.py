@@ -19,43 +19,18 @@ Parameters (read at start-up):
   output_qos_reliability, output_qos_depth   the publisher's, if set ('' / 0: as the subscription);
                    e.g. best_effort/1 in and reliable/1 out, as the controller node does
 
-`make_executor` and `make_qos` are importable so the controller node can offer the same choices.
+`make_executor` and `make_qos` live in robot_dynamics.nodes.common (shared with the controller node,
+which offers the same choices); they are re-exported here.
 """
 import sys
 
 import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-EXECUTORS = ("single", "multi", "events")
-RELIABILITIES = ("reliable", "best_effort")
-
-
-def make_executor(name, num_threads=None):
-    """'single' -> SingleThreadedExecutor, 'multi' -> MultiThreadedExecutor, 'events' ->
-    rclpy.experimental.EventsExecutor (measure it first: see bench/latency.py)."""
-    if name == "single":
-        return SingleThreadedExecutor()
-    if name == "multi":
-        return MultiThreadedExecutor(num_threads=num_threads)
-    if name == "events":
-        from rclpy.experimental import EventsExecutor
-        return EventsExecutor()
-    raise ValueError(f"executor: expected one of {EXECUTORS}, got {name!r}")
-
-
-def make_qos(reliability="reliable", depth=10):
-    """KEEP_LAST(depth) with the given reliability ('reliable' or 'best_effort'), volatile."""
-    if reliability not in RELIABILITIES:
-        raise ValueError(f"qos_reliability: expected one of {RELIABILITIES}, got {reliability!r}")
-    depth = int(depth)
-    if depth < 1:
-        raise ValueError(f"qos_depth: must be >= 1, got {depth}")
-    rel = ReliabilityPolicy.RELIABLE if reliability == "reliable" else ReliabilityPolicy.BEST_EFFORT
-    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth, reliability=rel)
+from .common import EXECUTORS, RELIABILITIES, make_executor, make_qos  # noqa: F401 (re-exported)
 
 
 class EchoNode(Node):
