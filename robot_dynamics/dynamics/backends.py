@@ -8,16 +8,11 @@ length and finiteness, with a ValueError naming the joint.  Returned arrays may 
 backend's Data (the reference backend's are), valid until the next call: copy one if you keep it.
 """
 import math
-import warnings
 
 import numpy as np
 import pinocchio as pin
 
 from . import reference as ref
-
-# The finiteness checks square the vector (one dot product); a huge but finite entry overflows to inf
-# and is then diagnosed entry by entry, so numpy's overflow warning would only be noise.
-warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning, module=__name__)
 
 REFERENCES = ("local", "world", "local_world_aligned")
 _PIN_REF = {"local": pin.ReferenceFrame.LOCAL, "world": pin.ReferenceFrame.WORLD,
