@@ -7,8 +7,10 @@
   tester node, spun by a SingleThreadedExecutor in a thread.
 - `NodeMonitor`: wraps the node's `_step` / `_publish` and checks, on every command the node sends,
   finite, within the effort limits, and within the rate limit of the command sent before it
-  (|tau_k - tau_{k-1}| <= rate_limit * dt_k, dt_k as the node computes it from its step clock; the
-  safe command itself is exempt: it is the defined reaction to bad or stale input).
+  (|tau_k - tau_{k-1}| <= rate_limit * dt_k, dt_k as the node computes it from its step clock); the
+  safe command too, which ramps from the last command at the rate limit, never more than rate_limit x
+  one control period per message.  dt_k is the time from the end of the previous publish to the end of
+  this one (an upper bound of the node's own dt), capped as the node caps it.
 - `CommandRecorder` (inside Rig): the same invariants on what arrives over DDS: every
   Float64MultiArray on the command topic is finite, of length n and within the limits; every
   ~/state message (effort = the command, position NaN while the safe command is out) is within
@@ -105,17 +107,25 @@ class NodeMonitor:
         self.lock = threading.Lock()
         self.records = []
         self.violations = []
-        self._dt = None
+        self._lp, self._cap, self._first = None, 0.1, 0.001   # see _record
         self._prev = None                        # the last record (any kind)
         self._activated = False
         orig_step, orig_publish = node._step, node._publish
+
+        orig_safe = node._publish_safe
 
         def step(now):
             c = node.c
             with self.lock:
                 self._activated = c.last_step is None          # the first step after activation
-            self._dt = 0.001 if c.last_step is None else min(max(now - c.last_step, 1e-6), 0.1)
+            self._lp, self._cap, self._first = c.last_pub, 0.1, 0.001
             return orig_step(now)
+
+        def publish_safe():
+            c = node.c
+            if c is not None:
+                self._lp, self._cap, self._first = c.last_pub, c.safe_period, c.safe_period
+            return orig_safe()
 
         def publish(tau, safe=False):
             r = orig_publish(tau, safe)
@@ -126,7 +136,7 @@ class NodeMonitor:
                     self.violations.append(f"monitor: {type(e).__name__}: {e}")
             return r
 
-        node._step, node._publish = step, publish
+        node._step, node._publish, node._publish_safe = step, publish, publish_safe
 
     def _record(self, safe):
         c = self.node.c
@@ -134,8 +144,12 @@ class NodeMonitor:
         cmd = c.cmd_np.copy()
         limit = np.asarray(c.safety.limit, dtype=float)[perm]
         rate = np.broadcast_to(np.asarray(c.safety.rate, dtype=float), (c.n,))[perm]
-        rec = dict(t=time.monotonic(), cmd=cmd, safe=safe, dt=None if safe else self._dt,
-                   limit=limit.copy(), rate=rate.copy())
+        t = time.monotonic()
+        # the time between the end of the previous publish (the node's c.last_pub, read before this
+        # step) and now, after this publish: an upper bound of the node's rate-limit dt, and the real
+        # interval between the two commands; capped as the node caps it (one period for the safe ramp)
+        dt = self._first if self._lp is None else min(t - self._lp, self._cap)
+        rec = dict(t=t, cmd=cmd, safe=safe, dt=dt, limit=limit.copy(), rate=rate.copy())
         v = []
         if cmd.shape != (c.n,):
             v.append(f"command of length {cmd.size}, expected {c.n}")
@@ -146,7 +160,7 @@ class NodeMonitor:
         with self.lock:
             activated, self._activated = self._activated, False
             prev = self._prev
-            if not safe and cmd.shape == (c.n,) and np.all(np.isfinite(cmd)):
+            if cmd.shape == (c.n,) and np.all(np.isfinite(cmd)):
                 before = np.zeros(c.n) if prev is None else prev["cmd"]
                 same_params = prev is None or (np.array_equal(prev["limit"], limit)
                                                and np.array_equal(prev["rate"], rate))
@@ -279,7 +293,7 @@ class Rig:
         pos = np.array(msg.position)
         safe = pos.size > 0 and bool(np.all(np.isnan(pos)))
         with self.lock:
-            if self.states and not safe and self.rate is not None:
+            if self.states and self.rate is not None:
                 t0, e0, _ = self.states[-1]
                 if e0.shape == eff.shape:
                     bound = self.rate * (max(stamp - t0, 0.0) + STAMP_SLACK) + ABS_TOL

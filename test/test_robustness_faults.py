@@ -1,8 +1,8 @@
 """Robustness, injected faults: the joint-state publisher stops then resumes; the simulator process is
 killed and restarted; the wrench sensor goes silent; a burst of old-stamped messages arrives; the
 controller is deactivated and reactivated mid-motion.  Invariants as in robustness_harness: every
-command finite, within the limits and the rate limit of the one before (the safe command itself is the
-defined reaction and exempt); after losing valid state the safe command is published (by the watchdog);
+command finite, within the limits and the rate limit of the one before (the safe command included: it
+ramps there at the rate limit); after losing valid state the safe command is published (by the watchdog);
 control resumes without a torque jump beyond the rate limit; nothing raises; the node answers.
 No timed assertions (delays are printed, not asserted)."""
 import os
@@ -59,8 +59,14 @@ def test_joint_states_stop_then_resume(rig, trigger, safe_command):
             print(f"[{trigger}/{safe_command}] safe command {first_safe['t'] - t_stop:.3f} s after the last "
                   f"joint state (watchdog_timeout 0.1 s)")
             wait_for(lambda: node.c.watchdog == "tripped", what="watchdog tripped")
+            # the safe command ramps from the last command to its target at the rate limit (the monitor
+            # checks every step), and gets there exactly
+            target = node._safe_torque()[node.c.perm].copy()
+            wait_for(lambda: np.array_equal(rig.monitor.since(rig.monitor.n() - 1)[0]["cmd"], target),
+                     what="the safe ramp reaching the safe torque")
             if safe_command == "zero":
-                assert not np.any(first_safe["cmd"])
+                assert np.any(first_safe["cmd"]), "the first safe step is not already zero: it ramps"
+                assert not np.any(rig.monitor.since(rig.monitor.n() - 1)[0]["cmd"])
             k1 = rig.monitor.n()
             stream(rig, 0.5, moving)                       # resume: ramp from the safe command
             assert any(not r["safe"] for r in rig.monitor.since(k1)), "control resumed"
@@ -87,7 +93,10 @@ def test_deactivate_reactivate_mid_motion(rig):
                 time.sleep(0.3)
                 assert rig.change_state(Transition.TRANSITION_DEACTIVATE)
                 assert rig.lifecycle_state() == "inactive"
-                assert rig.monitor.since(rig.monitor.n() - 1)[0]["safe"], "deactivate sends the safe command"
+                last = rig.monitor.since(rig.monitor.n() - 1)[0]
+                assert last["safe"], "deactivate sends the safe command"
+                # (the safe torque g(q) follows the joint states still streaming: compare with the node's)
+                assert node.c.safe_reached, "deactivate ramps all the way to the safe command before it returns"
                 time.sleep(0.2)
                 assert rig.change_state(Transition.TRANSITION_ACTIVATE)
                 rig.assert_invariants()

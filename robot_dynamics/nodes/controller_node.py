@@ -483,9 +483,12 @@ class TorqueControllerNode(LifecycleNode):
         c.wrench_raw_frame = ""
         c.wrench_time = -math.inf
         c.wrench_rejecting = ""                    # reason of the current wrench rejection episode
-        c.last_step = None
+        c.last_step = None                         # start of the last control step (the laws' dt)
+        c.last_pub = None                          # end of the last command publish (rate-limit dt)
         c.tau = np.zeros(n)
         c.safe = np.zeros(n)
+        c.safe_out = np.zeros(n)                 # the rate-limited step toward c.safe actually sent
+        c.safe_zero = np.zeros(n)
         # messages with preallocated arrays (numpy views write into them)
         c.cmd_msg = Float64MultiArray()
         c.cmd_msg.layout.dim = [MultiArrayDimension(label="joints", size=n, stride=n)]
@@ -533,6 +536,14 @@ class TorqueControllerNode(LifecycleNode):
                                              self._guard(self._on_watchdog, "watchdog"))
         c.watchdog_timer.cancel()
         c.timers.append(c.watchdog_timer)
+        # the safe command moves from the last command at the torque-rate limit: this timer carries the
+        # ramp on at the control period while no control step publishes (stale input, deactivation)
+        c.safe_period = 1.0 / self._p("update_rate")
+        c.safe_ramping = False
+        c.safe_reached = False
+        c.safe_timer = self.create_timer(c.safe_period, self._guard(self._on_safe_ramp, "safe_ramp"))
+        c.safe_timer.cancel()
+        c.timers.append(c.safe_timer)
         c.step_timer = None
         if self._p("trigger") == "timer":
             c.step_timer = self.create_timer(1.0 / self._p("update_rate"),
@@ -571,6 +582,7 @@ class TorqueControllerNode(LifecycleNode):
             c.watchdog = "waiting"
             c.pending_ref = None
             c.last_step = None
+            c.last_pub = None
             self.active = True
             c.watchdog_timer.reset()
             if c.step_timer is not None:
@@ -590,8 +602,13 @@ class TorqueControllerNode(LifecycleNode):
         if c is None:
             return
         if self.active:
-            self._publish_safe()
+            # ramp to the safe command at the rate limit (at most (limit span) / rate seconds), then stop
+            span = float(np.max(2.0 * c.safety.limit / np.maximum(c.safety.rate, 1e-9)))
+            deadline = time.monotonic() + min(span, 10.0) + 0.1
+            while not self._publish_safe() and time.monotonic() < deadline:
+                time.sleep(c.safe_period)
         self.active = False
+        c.safe_ramping = False
         for t in c.timers:
             t.cancel()
 
@@ -622,6 +639,8 @@ class TorqueControllerNode(LifecycleNode):
         if c is None:
             return
         with self._lock:
+            if c is not self.c:                         # cleaned up while this message waited
+                return
             ok = c.mapper.map(msg)
             if ok:
                 c.q[:] = c.mapper.q
@@ -761,6 +780,9 @@ class TorqueControllerNode(LifecycleNode):
         try:
             dt = 0.001 if c.last_step is None else min(max(now - c.last_step, 1e-6), 0.1)
             c.last_step = now
+            # the rate limit counts from the end of the last publish: never more than rate x the real
+            # time between two commands on the wire, however long the step itself takes
+            dt_rate = 0.001 if c.last_pub is None else min(max(now - c.last_pub, 1e-6), 0.1)
             if c.watchdog != "ok":
                 if c.watchdog == "tripped":
                     self._log.info(f"watchdog: fresh joint states again; holding the current position, "
@@ -788,9 +810,10 @@ class TorqueControllerNode(LifecycleNode):
                 self._process_wrench(c, dt)
             tau = c.law.compute(st)
             fallback = self._safe_torque() if self._safe_gravity else None
-            tau = c.safety.apply(tau, st, dt, fallback=fallback)
+            tau = c.safety.apply(tau, st, dt_rate, fallback=fallback)
             c.tau[:] = tau
             self._publish(c.tau)
+            c.last_pub = time.monotonic()
         except Exception as e:                         # noqa: BLE001
             self._on_exception("control_step", e)
             return
@@ -857,23 +880,64 @@ class TorqueControllerNode(LifecycleNode):
         return c.safe
 
     def _publish_safe(self):
+        """Publish one step of the safe command: from the last command sent toward the safe torque
+        (zero, or g(q) at the last valid q) at the torque-rate limit, never more than rate x one
+        control period per message, so a Franka-style rate check never sees a discontinuity.  Until it
+        is reached, the safe-ramp timer publishes the next steps at the control period.  Returns True
+        once the command equals the safe torque."""
         c = self.c
         if c is None:
-            return
-        tau = self._safe_torque()
+            return True
+        now = time.monotonic()
+        target = self._safe_torque()
+        prev = c.safety.prev
+        tau = c.safe_out
+        if prev is None:                         # nothing sent yet: the drive holds zero torque
+            prev = c.safe_zero
+        dt = c.safe_period if c.last_pub is None else min(max(now - c.last_pub, 0.0), c.safe_period)
+        step = c.safety.rate * dt
+        d = target - prev
+        np.clip(d, -step, step, out=tau)
+        tau += prev
+        within = np.abs(d) <= step
+        np.copyto(tau, target, where=within)     # exactly the target once within reach (no rounding)
+        reached = bool(within.all())
         c.safe_published += 1
         c.stamp_ns = self._clock_handle.get_now().nanoseconds
         self._publish(tau, safe=True)
         # the safe command bypasses the safety filter: the next filtered command must move from it at
         # the rate limit (not jump back to the last filtered one), with dt measured from now
         c.safety.hold(tau)
-        c.last_step = time.monotonic()
+        c.last_step = now
+        c.last_pub = time.monotonic()
+        c.safe_reached = reached
+        if not reached and not c.safe_ramping:
+            c.safe_ramping = True
+            c.safe_timer.reset()
+        elif reached and c.safe_ramping:
+            c.safe_ramping = False
+            c.safe_timer.cancel()
+        return reached
+
+    def _on_safe_ramp(self):
+        c = self.c
+        if c is None:
+            return
+        with self._lock:
+            if not self.active or not c.safe_ramping:
+                c.safe_ramping = False
+                c.safe_timer.cancel()
+                return
+            self._publish_safe()
 
     def _publish(self, tau, safe=False):
         """tau in model order -> messages in `joints` order, stamped with c.stamp_ns (the caller's
         clock read).  ~/state is filled and published only while publish_state is true and it has
         subscribers (counted every STATE_SUBS_CHECK_PERIOD s, not every cycle)."""
         c = self.c
+        if c.safe_ramping and not safe:          # a control step took over from the safe ramp
+            c.safe_ramping = False
+            c.safe_timer.cancel()
         np.asarray(tau).take(c.perm, out=c.cmd_np)
         c.cmd_pub.publish(c.cmd_msg)
         jc = c.jc_pub is not None
