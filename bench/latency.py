@@ -385,10 +385,11 @@ def analyse(meta, data, exact, law=None):
     else:
         r.update(p50=math.nan, p99=math.nan, p999=math.nan, max=math.nan, mean=math.nan)
     r["late_frac"] = (float(np.sum(lat > P / 1e3)) + r["lost"]) / max(1, len(rec))
-    # replies received from the first recorded send on: longest gap
+    # replies received while recording (first recorded send .. last send + 5 periods): longest gap.
+    # Later replies are the controller's watchdog answering the end of the stream, not a stall.
     if len(rec):
-        t_a = send_t[rec[0]]
-        rt = np.sort(recv_t[recv_t >= t_a])
+        t_a, t_b = send_t[rec[0]], send_t[rec[-1]] + 5 * P
+        rt = np.sort(recv_t[(recv_t >= t_a) & (recv_t <= t_b)])
         r["max_gap_ms"] = float(np.max(np.diff(rt)) / 1e6) if len(rt) > 1 else math.nan
         jit = (send_t[rec] - (send_t[sent[0]] + (rec - sent[0]) * P)) / 1e3
         r["send_jitter_p99"] = float(np.percentile(jit - jit.min(), 99))

@@ -28,6 +28,8 @@ from robot_dynamics.nodes.sim_node import HOME  # noqa: E402
 pytestmark = pytest.mark.slow
 
 START_TIMEOUT = 60.0          # s: both children up, controller configured (self-check) and commanding
+START_SETTLE_TOL = 0.1        # N m: applied effort vs g(q) once the controller's start ramp is over
+BRAKE_WINDOW = 0.2            # s: more than the sim's brake_settle_time (0.05 s) before a test moves
 HOLD_TIME = 2.0               # s of gravity-compensated hold
 HOLD_TOL = 5e-3               # rad: largest joint drift while holding
 EFFORT_TOL = 0.05             # N m: applied effort vs g(q0) while holding
@@ -55,10 +57,17 @@ def system(ros, model, tmp_path, request):
     try:
         start_sim_and_controller(procs, "panda", request.param)
         probe.start()
-        ready = probe.wait_for(
-            lambda: probe.n_state > 10 and probe.effort is not None and np.any(probe.effort != 0.0),
-            START_TIMEOUT, check=procs.check_alive)
+        dyn = PinocchioBackend(model)
+
+        def settled():
+            # the controller's start ramp is over (the applied effort is the gravity torque of the
+            # measured pose) and the sim's brakes have had their settle window to open
+            return (probe.n_state > 10 and probe.effort is not None and probe.q is not None
+                    and np.max(np.abs(probe.effort - dyn.gravity(probe.q))) < START_SETTLE_TOL)
+
+        ready = probe.wait_for(settled, START_TIMEOUT, check=procs.check_alive)
         assert ready, "sim + controller not running:\n" + "\n".join(procs.log(p)[-2000:] for p in procs.procs)
+        time.sleep(BRAKE_WINDOW)
         yield procs, probe
     finally:
         probe.stop()

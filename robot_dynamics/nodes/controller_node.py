@@ -23,6 +23,7 @@ Controller state topic `~/state` (sensor_msgs/JointState), one message per contr
                [p_d - p; log3(R_d R^T)]
     effort   = the commanded torque (after the safety filter), as on command_topic
 """
+import gc
 import math
 import signal
 import sys
@@ -113,10 +114,10 @@ GENERAL_PARAMS = [
     ParamSpec("velocity_damping", 0.0, "extra joint damping added by the safety filter [N m s/rad]",
               "nonneg", live=True),
     ParamSpec("diagnostics_period", 1.0, "period of /diagnostics [s]", "positive", startup=True),
-    ParamSpec("executor", "single", "rclpy executor of main(): SingleThreadedExecutor, "
-              "MultiThreadedExecutor, rclpy.experimental.EventsExecutor (the --multi-threaded flag = "
-              "multi); single had the lowest latency in bench/latency.py --sections matrix (multi "
-              "busy-spins a core, events had a higher p99)", "choices", EXECUTORS, startup=True),
+    ParamSpec("executor", "events", "rclpy executor of main(): rclpy.experimental.EventsExecutor, "
+              "SingleThreadedExecutor or MultiThreadedExecutor (the --multi-threaded flag = multi).  "
+              "bench/latency.py at 1 kHz: events used 28-35 % of a core against 69-71 % for single, "
+              "with a lower p99; multi was unstable", "choices", EXECUTORS, startup=True),
 ]
 
 # law parameter keys: kind ('per_joint' nonneg vector, 'per_joint_any', 'vec6' nonneg, 'bool',
@@ -415,6 +416,11 @@ class TorqueControllerNode(LifecycleNode):
             return FAILURE
         self.config_error = ""
         c = self.c
+        # everything built so far (modules, model, law, messages) lives until cleanup: move it out of
+        # the garbage collector's reach, so that a full collection during a control step has far
+        # fewer objects to traverse
+        gc.collect()
+        gc.freeze()
         self._log.info(f"configured: {c.law.name} on {c.model.name} ({c.source}), joints {c.joints}, "
                        f"commands on {self._p('command_topic')}")
         return SUCCESS

@@ -74,9 +74,12 @@ PARAMETERS = {
     "hold_until_first_command": (True, "brakes: keep the arm still at initial_positions until the "
                                        "controller's command has settled (see brake_release_tolerance); "
                                        "false: the arm moves at once, as in Gazebo"),
-    "brake_release_tolerance": (0.01, "brakes open at the first non-zero command that differs from the "
-                                      "previous one by less than this [N m] (a ramping or rate-limited "
+    "brake_release_tolerance": (0.01, "brakes open once the (non-zero) command has stayed within this "
+                                      "[N m] of itself for brake_settle_time (a ramping or rate-limited "
                                       "start-up has finished) ..."),
+    "brake_settle_time": (0.05, "... [s]: a time window, not two consecutive messages, so that commands "
+                                "arriving in bursts (two control steps microseconds apart) do not look "
+                                "settled in the middle of a ramp"),
     "brake_release_timeout": (3.0, "... or this long [s] after the first non-zero command"),
     "damping": (0.0, "viscous joint damping [N m s/rad], all joints"),
     "friction": (0.0, "joint friction loss [N m], all joints"),
@@ -170,6 +173,7 @@ class MujocoSimNode(Node):
         self._cmd_time = None
         self._braked = bool(p["hold_until_first_command"])
         self._first_nonzero = None
+        self._settle_ref, self._settle_t = None, 0.0   # brakes: command at the start of the settle window
         self._bad = 0
         self._pending_wrench = {}
         self._pending_reset = False
@@ -232,9 +236,11 @@ class MujocoSimNode(Node):
         now = time.monotonic()
         if self._first_nonzero is None:
             self._first_nonzero = now
-        prev = self._cmd[self.model_to_msg]
-        if np.max(np.abs(u - prev)) < self.p["brake_release_tolerance"] or \
-                now - self._first_nonzero > self.p["brake_release_timeout"]:
+        if self._settle_ref is None or np.max(np.abs(u - self._settle_ref)) >= self.p["brake_release_tolerance"]:
+            self._settle_ref, self._settle_t = u.copy(), now     # still moving: restart the window
+        elif now - self._settle_t >= self.p["brake_settle_time"]:
+            self._braked = False
+        if now - self._first_nonzero > self.p["brake_release_timeout"]:
             self._braked = False
 
     def _on_wrench(self, msg):
