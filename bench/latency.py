@@ -746,6 +746,9 @@ def main(argv=None):
     ap.add_argument("--executors", default=None, help="for the matrix (default: all available)")
     ap.add_argument("--rates", default="500,1000", help="sustained-rate section rates (Hz)")
     ap.add_argument("--node-executor", default="single", help="echo node executor in latency/sustained runs")
+    ap.add_argument("--controller-executor", default="",
+                    help="controller executor in latency/sustained runs ('' = the node's own default; "
+                         "the echo node keeps --node-executor, the floor)")
     ap.add_argument("--node-qos", default="controller",
                     help="echo node QoS in latency/sustained runs: 'controller' (what the controller node uses: "
                          "best_effort:1 in, reliable:1 out), or 'reliable:10', or 'best_effort:1,reliable:1'")
@@ -824,9 +827,12 @@ def main(argv=None):
                          qos=node_qos)]
             if copts is not None:
                 for law in laws:
+                    extra = ctrl_extra(a.controller_executor or a.node_executor, node_qos)
+                    if not a.controller_executor:
+                        extra.pop("executor", None)          # the controller's own default
                     runs.append(dict(kind="controller", law=law, rate=rate, duration=duration,
-                                     executor=a.node_executor, qos=ctrl_qos(node_qos),
-                                     extra=ctrl_extra(a.node_executor, node_qos)))
+                                     executor=a.controller_executor or "default", qos=ctrl_qos(node_qos),
+                                     extra=extra))
             return runs
 
         lat = []
@@ -835,8 +841,7 @@ def main(argv=None):
                 log(f"run: {cfg['kind']} {cfg.get('law') or ''} 1000 Hz {dur:g} s")
                 lat.append(run_one(cfg, a, env, tmp, log))
             results += lat
-            ex_note = a.node_executor if copts is None or "executor" in (copts or ()) else \
-                f"echo {a.node_executor}, controller: its own"
+            ex_note = f"echo {a.node_executor}, controller {a.controller_executor or 'its default'}"
             table(f"End-to-end latency at 1 kHz ({dur:g} s recorded, executor {ex_note}, QoS in>out "
                   f"{qos_label(node_qos)}); latency = reply received - JointState sent, both in the driver process",
                   LAT_HDR, [lat_row(r) for r in lat])
