@@ -78,6 +78,7 @@ ABS_TOL = 1e-9            # N m
 
 
 def wait_for(pred, timeout=TIMEOUT, what="condition", every=None, poll=0.005):
+    """Poll pred() until true (calling every() between polls, e.g. to re-publish); fail after timeout."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         r = pred()
@@ -87,6 +88,18 @@ def wait_for(pred, timeout=TIMEOUT, what="condition", every=None, poll=0.005):
             every()
         time.sleep(poll)
     pytest.fail(f"timed out after {timeout} s waiting for {what}")
+
+
+def call_service(node, srv_type, name, request, timeout=TIMEOUT):
+    """Call a service from `node` (spun elsewhere) and return the response; fail after timeout."""
+    cli = node.create_client(srv_type, name)
+    try:
+        assert cli.wait_for_service(timeout_sec=timeout), f"service {name} not available"
+        fut = cli.call_async(request)
+        wait_for(fut.done, timeout, f"{name} response")
+        return fut.result()
+    finally:
+        node.destroy_client(cli)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -378,14 +391,7 @@ class Rig:
 
     # ---- services ----
     def call(self, srv_type, name, request, timeout=TIMEOUT):
-        cli = self.h.create_client(srv_type, name)
-        try:
-            assert cli.wait_for_service(timeout_sec=timeout), f"service {name} not available"
-            fut = cli.call_async(request)
-            wait_for(fut.done, timeout, f"{name} response")
-            return fut.result()
-        finally:
-            self.h.destroy_client(cli)
+        return call_service(self.h, srv_type, name, request, timeout)
 
     def lifecycle_state(self):
         from lifecycle_msgs.srv import GetState

@@ -29,6 +29,9 @@ from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from robustness_harness import call_service
+from robustness_harness import wait_for as _wait_for
+
 from robot_dynamics.dynamics import Model, PinocchioBackend, robots
 from robot_dynamics.nodes.controller_node import TorqueControllerNode
 
@@ -51,16 +54,7 @@ def gravity(q):
 
 
 def wait_for(pred, timeout=TIMEOUT, what="condition", every=None):
-    """Poll pred() until true (calling every() between polls, e.g. to re-publish); fail after timeout."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        r = pred()
-        if r:
-            return r
-        if every is not None:
-            every()
-        time.sleep(0.02)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
+    return _wait_for(pred, timeout, what, every, poll=0.02)
 
 
 class Rig:
@@ -157,14 +151,7 @@ class Rig:
             return self.diag.get(node.get_name(), ({}, ""))
 
     def call(self, srv_type, name, request, timeout=TIMEOUT):
-        cli = self.h.create_client(srv_type, name)
-        try:
-            assert cli.wait_for_service(timeout_sec=timeout), f"service {name} not available"
-            fut = cli.call_async(request)
-            wait_for(fut.done, timeout, f"{name} response")
-            return fut.result()
-        finally:
-            self.h.destroy_client(cli)
+        return call_service(self.h, srv_type, name, request, timeout)
 
     def lifecycle_state(self, node):
         return self.call(GetState, f"/{node.get_name()}/get_state", GetState.Request()).current_state.label
