@@ -143,6 +143,23 @@ def test_nan_rate_limits_last_good_toward_fallback():
     assert sf.counts["nonfinite_command"] == 12
 
 
+def test_callable_fallback_is_evaluated_only_for_a_nonfinite_command():
+    calls = []
+
+    def fallback():
+        calls.append(1)
+        return np.full(N, 0.5)
+
+    a = SafetyFilter(MODEL, {"ramp_time": 0.0, "rate_limit": 100.0})
+    b = SafetyFilter(MODEL, {"ramp_time": 0.0, "rate_limit": 100.0})
+    dt = 0.001
+    for cmd in [np.full(N, 1.0)] * 5 + [np.full(N, np.nan)] * 3 + [np.full(N, 0.8)] * 2:
+        out_a = a.apply(cmd, None, dt, fallback=fallback)
+        out_b = b.apply(cmd, None, dt, fallback=np.full(N, 0.5))
+        np.testing.assert_array_equal(out_a, out_b)       # same result as the array fallback
+    assert len(calls) == 3                                 # called on the three NaN cycles only
+
+
 def test_effort_limits_override_and_position_repulsion():
     sf = SafetyFilter(MODEL, {"effort_limits": [5.0] * N, "ramp_time": 0.0, "rate_limit": 1e9,
                               "position_margin": 0.1, "position_stiffness": 100.0})

@@ -159,13 +159,16 @@ class SafetyFilter:
 
     def apply(self, tau, state, dt, fallback=None):
         """Filtered torque (new array, finite, within the effort limits, within rate_limit * dt of the
-        previous output)."""
+        previous output).  `fallback` may be a callable: it is then evaluated only when the command is
+        not finite, so a g(q) fallback costs nothing on good cycles."""
         self.reasons = []
         p = self._p
         # 1. command
         t = self._finite_vec(tau)
         if t is None:
             self._flag("nonfinite_command")
+            if callable(fallback):
+                fallback = fallback()
             fb = None if fallback is None else self._finite_vec(fallback)
             if fb is None:
                 if fallback is not None:

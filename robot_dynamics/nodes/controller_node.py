@@ -817,7 +817,8 @@ class TorqueControllerNode(LifecycleNode):
             if c.cartesian:
                 self._process_wrench(c, dt)
             tau = c.law.compute(st)
-            fallback = self._safe_torque() if self._safe_gravity else None
+            # g(q) only if the law's torque turns out non-finite (the filter calls it then)
+            fallback = self._safe_torque if self._safe_gravity else None
             tau = c.safety.apply(tau, st, dt_rate, fallback=fallback)
             c.tau[:] = tau
             self._publish(c.tau)
