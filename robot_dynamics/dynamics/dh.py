@@ -31,7 +31,7 @@ inertial and the `<link>` frame (a fixed child) are placed.
 import numpy as np
 
 from .reference import spatial
-from .urdf import check_inertia
+from .urdf import inertia_problems
 
 
 def _rot(axis, ang):
@@ -68,7 +68,10 @@ def _inertial_xml(T_link_dh, entry, where):
     if com.shape != (3,) or iv.shape != (6,):
         raise ValueError(f"DH table: {where}: com needs 3 numbers and inertia 6 (ixx ixy ixz iyy iyz izz)")
     Ic = np.array([[iv[0], iv[1], iv[2]], [iv[1], iv[3], iv[4]], [iv[2], iv[4], iv[5]]])
-    check_inertia(m, Ic, f"DH table: {where}")
+    try:
+        inertia_problems(m, Ic)   # non-finite numbers raise; physical problems are the Model's warnings
+    except ValueError as e:
+        raise ValueError(f"DH table: {where}: {e}") from None
     T = T_link_dh @ _T(p=com)
     iv = [float(x) for x in iv]          # repr of a numpy scalar is "np.float64(...)" (numpy >= 2)
     return (f'<inertial>{_origin_xml(T)}<mass value="{m!r}"/>'

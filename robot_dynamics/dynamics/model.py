@@ -11,26 +11,56 @@ a floating base is [position (3); quaternion x, y, z, w (4)] followed by the joi
 """
 import copy
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
 
 from . import robots
-from .urdf import check_inertia, lock_joints, parse_urdf
+from .urdf import (InertiaWarning, add_joint_inertia, check_inertia, expand_xacro, lock_joints,
+                   massless_joints, parse_urdf)
+
+# Rotor inertia [kg m^2] (mass [kg] for a prismatic joint) given to a joint that moves no inertia at
+# all (romeo.urdf's fingers: links without <inertial>), so that the mass matrix stays positive
+# definite and ABA finite.  See Model.__init__.
+MIN_JOINT_INERTIA = 1e-6
 
 
 class Model:
     """Robot model. Build with `from_urdf_file`, `from_urdf_string`, `from_dh` or `from_robot`."""
 
-    def __init__(self, urdf, floating_base=False, active_joints=None, locked_joints=None, source="urdf"):
+    def __init__(self, urdf, floating_base=False, active_joints=None, locked_joints=None, source="urdf",
+                 strict=False, min_joint_inertia=MIN_JOINT_INERTIA):
         if active_joints is not None or locked_joints:
             urdf = lock_joints(urdf, active_joints, locked_joints)
+        issues = []
+        tree = parse_urdf(urdf, floating_base, issues)
+        if tree.nb == 0:
+            raise ValueError("URDF: the robot has no movable joint (a base that only a floating base "
+                             "would move: load it with floating_base=True)")
+        massless = massless_joints(tree)
+        singular = [f"joint {tree.joint_names[i]!r} moves no inertia (link {tree.body_names[i]!r} and all "
+                    "it carries have no <inertial>, or zero ones): the mass matrix would be singular"
+                    for i in massless]
+        if strict and (issues or singular):
+            raise ValueError("URDF is not physically consistent (strict=True): "
+                             + "; ".join(issues + singular))
+        if massless and min_joint_inertia:
+            eps = float(min_joint_inertia)
+            if not eps > 0:
+                raise ValueError(f"min_joint_inertia must be > 0 (or 0/None for none), got {eps}")
+            urdf = add_joint_inertia(urdf, [(tree.body_names[i], tree.jtype[i], eps) for i in massless])
+            tree = parse_urdf(urdf, floating_base, [])
+            singular = [f"{msg}; {eps:g} {'kg' if tree.jtype[i] == 'prismatic' else 'kg m^2'} added to "
+                        f"link {tree.body_names[i]!r}" for msg, i in zip(singular, massless)]
+        issues += singular
+        self.warnings = issues
+        for msg in issues:
+            warnings.warn(msg, InertiaWarning, stacklevel=3)
         self.urdf = urdf
         self.source = source
-        self.tree = parse_urdf(urdf, floating_base)
-        if self.tree.nb == 0:
-            raise ValueError("URDF: the robot has no movable joint")
+        self.tree = tree
         try:
             if floating_base:
                 self.pin_model = pin.buildModelFromXML(urdf, pin.JointModelFreeFlyer())
@@ -49,11 +79,28 @@ class Model:
         return cls(urdf, **kw)
 
     @classmethod
-    def from_urdf_file(cls, path, **kw):
+    def from_urdf_file(cls, path, xacro_args=None, **kw):
+        """From a .urdf file, or a .xacro one (expanded with `xacro_args`, see urdf.expand_xacro)."""
         p = Path(path)
         if not p.is_file():
             raise ValueError(f"URDF file not found: {path}")
+        if p.suffix == ".xacro" or xacro_args is not None:
+            return cls(expand_xacro(p, xacro_args), source=str(p), **kw)
         return cls(p.read_text(), source=str(p), **kw)
+
+    @classmethod
+    def from_description(cls, description, xacro_args=None, **kw):
+        """From whatever a user holds as `robot_description`: URDF text (a robot's own report of its
+        URDF, a topic's message) or the path of a .urdf or .urdf.xacro file."""
+        if not isinstance(description, (str, Path)):
+            raise ValueError(f"robot description must be URDF text or a file path, got "
+                             f"{type(description).__name__}")
+        text = str(description)
+        if text.lstrip().startswith("<"):
+            if xacro_args:
+                raise ValueError("xacro_args apply to a .xacro file path, not to URDF text")
+            return cls.from_urdf_string(text, **kw)
+        return cls.from_urdf_file(text, xacro_args=xacro_args, **kw)
 
     @classmethod
     def from_dh(cls, table, **kw):
@@ -94,10 +141,19 @@ class Model:
         self.q_identity = self.v_identity and pm.nq == t.nq and all(
             tt in ("revolute", "prismatic") for tt in t.jtype)
         self._build_q_maps()
+        # A link and a joint may share a name (z1's gripperStator, anymal_c's LF_HAA): Pinocchio then
+        # has two frames of that name and getFrameId(name) refuses; ask for the frame of the kind the
+        # in-repo reader kept under the name (the link: see urdf.parse_urdf).
+        link_type = pin.FrameType.BODY
+        joint_types = (pin.FrameType.JOINT, pin.FrameType.FIXED_JOINT)
         self.frame_ids = {}
-        for name in t.frames:
-            if pm.existFrame(name):
-                self.frame_ids[name] = pm.getFrameId(name)
+        for name, fr in t.frames.items():
+            if not pm.existFrame(name):
+                continue
+            for ftype in ((link_type,) if fr.kind == "link" else joint_types):
+                if pm.existFrame(name, ftype):
+                    self.frame_ids[name] = pm.getFrameId(name, ftype)
+                    break
 
     def _build_q_maps(self):
         """Index arrays for q_to_pin: one fancy-indexing per joint kind instead of a Python loop."""

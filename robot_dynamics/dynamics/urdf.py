@@ -47,27 +47,49 @@ def _attr(elem, key, default, what):
     return val
 
 
-def check_inertia(m, Ic, what):
-    """A physical rigid body: m >= 0, Ic symmetric positive semi-definite, principal moments obeying
-    the triangle inequality (I1 + I2 >= I3).  Raises ValueError naming `what`."""
-    if not np.isfinite(m) or m < 0:
-        raise ValueError(f"{what}: mass must be a finite number >= 0, got {m}")
+class InertiaWarning(UserWarning):
+    """A URDF inertial that is not physically consistent (loaded anyway unless strict)."""
+
+
+def inertia_problems(m, Ic):
+    """Physical-consistency problems of a rigid body (mass m, rotational inertia Ic about its centre of
+    mass): m >= 0, Ic positive semi-definite, principal moments obeying the triangle inequality
+    I1 + I2 >= I3, no rotational inertia without mass.  Returns a list of messages (empty: physical).
+    Non-finite numbers are not a physics question: they raise ValueError."""
+    if not np.isfinite(m):
+        raise ValueError(f"mass must be a finite number, got {m}")
     if not np.all(np.isfinite(Ic)):
-        raise ValueError(f"{what}: inertia has a non-finite entry")
+        raise ValueError("inertia has a non-finite entry")
     if not np.allclose(Ic, Ic.T, atol=1e-12):
-        raise ValueError(f"{what}: inertia tensor is not symmetric")
+        raise ValueError("inertia tensor is not symmetric")
+    out = []
+    if m < 0:
+        out.append(f"negative mass {m:g} kg (mass must be a finite number >= 0)")
     ev = np.linalg.eigvalsh(Ic)
     tol = 1e-9 * max(1.0, float(np.max(np.abs(ev))))
     if ev[0] < -tol:
-        raise ValueError(f"{what}: inertia tensor is not positive definite (eigenvalues {ev})")
-    if ev[0] + ev[1] < ev[2] - tol:
-        raise ValueError(f"{what}: principal moments {ev} violate the triangle inequality I1 + I2 >= I3")
+        out.append(f"inertia tensor is not positive definite (eigenvalues {ev})")
+    elif ev[0] + ev[1] < ev[2] - tol:
+        out.append(f"principal moments {ev} violate the triangle inequality I1 + I2 >= I3 "
+                   f"({ev[0] + ev[1]:.6g} < {ev[2]:.6g})")
     if m == 0 and ev[2] > tol:
-        raise ValueError(f"{what}: zero mass with a non-zero rotational inertia")
+        out.append(f"zero mass with a non-zero rotational inertia (principal moments {ev})")
+    return out
 
 
-def _link_inertia(link):
-    """Spatial inertia of a link in its own frame (zero if it has no <inertial>)."""
+def check_inertia(m, Ic, what):
+    """Strict form of `inertia_problems`: raises ValueError naming `what` for the first problem."""
+    try:
+        problems = inertia_problems(m, Ic)
+    except ValueError as e:
+        raise ValueError(f"{what}: {e}") from None
+    if problems:
+        raise ValueError(f"{what}: {problems[0]}")
+
+
+def _link_inertia(link, issues=None):
+    """Spatial inertia of a link in its own frame (zero if it has no <inertial>).  Physical-consistency
+    problems raise ValueError, or are appended to `issues` (a list) as "URDF link 'x': problem"."""
     name = link.get("name")
     inert = link.find("inertial")
     if inert is None:
@@ -79,7 +101,14 @@ def _link_inertia(link):
     v = {k: _attr(ie, k, 0.0, f"link {name!r} inertia") for k in keys}
     Ic = np.array([[v["ixx"], v["ixy"], v["ixz"]], [v["ixy"], v["iyy"], v["iyz"]],
                    [v["ixz"], v["iyz"], v["izz"]]])
-    check_inertia(m, Ic, f"URDF link {name!r}")
+    if issues is None:
+        check_inertia(m, Ic, f"URDF link {name!r}")
+    else:
+        try:
+            problems = inertia_problems(m, Ic)
+        except ValueError as e:
+            raise ValueError(f"URDF link {name!r}: {e}") from None
+        issues += [f"URDF link {name!r}: {p}" for p in problems]
     Ic = R @ Ic @ R.T  # inertial frame axes -> link axes
     return spatial.inertia(m, p, Ic)
 
@@ -97,9 +126,12 @@ def parse_xml(urdf):
     return root
 
 
-def parse_urdf(urdf, floating_base=False):
+def parse_urdf(urdf, floating_base=False, issues=None):
     """Build a KinematicTree from a URDF string.  Children are visited in the order of their joint
-    names, depth first, which is also Pinocchio's order (urdfdom keeps joints in a sorted map)."""
+    names, depth first, which is also Pinocchio's order (urdfdom keeps joints in a sorted map).
+    issues: None (a non-physical inertial raises ValueError) or a list that collects them.
+    A name used by both a link and a joint denotes the link's frame (the joint's frame is its child
+    link's frame, under that link's name)."""
     root = parse_xml(urdf)
     links = {}
     for link in root.findall("link"):
@@ -143,9 +175,9 @@ def parse_urdf(urdf, floating_base=False):
     def visit(link_name, body, R, p):
         """Attach link `link_name`, whose frame has pose (R, p) in body `body`, then its children."""
         reached.add(link_name)
-        tree.frames.setdefault(link_name, Frame(link_name, body, R, p, "link"))
+        tree.frames[link_name] = Frame(link_name, body, R, p, "link")   # a link wins over a joint
         if body >= 0:
-            I_link = _link_inertia(links[link_name])
+            I_link = _link_inertia(links[link_name], issues)
             tree.I[body] = tree.I[body] + spatial.transform_inertia(I_link, R, p)
         for jname in sorted(children.get(link_name, [])):
             j = joints[jname]
@@ -233,3 +265,70 @@ def lock_joints(urdf, active=None, locked=None):
             if mim.get("joint") in to_lock:
                 j.remove(mim)
     return ET.tostring(root, encoding="unicode")
+
+
+def massless_joints(tree, tol=1e-12):
+    """Joints that move no inertia at all: the child link and everything it carries has no mass and no
+    rotational inertia (romeo.urdf's finger joints: links without <inertial>).  Each one is a zero row
+    and column of the mass matrix, so ABA divides by zero.  A massless link that carries a massive one
+    is not listed (the joint moves that one)."""
+    empty = [bool(np.all(np.abs(I) <= tol)) for I in tree.I]
+    out = []
+    for i, jt in enumerate(tree.jtype):
+        if jt != "free" and all(empty[b] for b in tree.subtree(i)):
+            out.append(i)
+    return out
+
+
+def add_joint_inertia(urdf, additions):
+    """URDF text with, for each (link, joint type, eps) in `additions`, the smallest inertia that the
+    joint moving `link` can see, written into the link's <inertial> (created if absent) where every
+    URDF reader sees it:
+      revolute / continuous: eps [kg m^2] added to ixx, iyy and izz (an isotropic rotor of zero mass:
+        the same about every axis and every point, so neither the centre of mass nor gravity changes);
+      prismatic: eps [kg] of mass at the inertial origin, when the link has none (a link that has mass
+        moves some, and is not listed by `massless_joints`).
+    An XML comment beside it says why."""
+    root = parse_xml(urdf)
+    links = {lk.get("name"): lk for lk in root.findall("link")}
+    for link_name, jtype, eps in additions:
+        lk = links[link_name]
+        inert = lk.find("inertial")
+        if inert is None:
+            inert = ET.SubElement(lk, "inertial")
+            ET.SubElement(inert, "origin", xyz="0 0 0", rpy="0 0 0")
+        mass = inert.find("mass")
+        if mass is None:
+            mass = ET.SubElement(inert, "mass", value="0")
+        ie = inert.find("inertia")
+        if ie is None:
+            ie = ET.SubElement(inert, "inertia")
+        for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz"):
+            ie.set(k, ie.get(k, "0"))
+        if jtype == "prismatic":
+            what = f"{eps!r} kg of mass"
+            mass.set("value", repr(float(mass.get("value", "0") or 0.0) + eps))
+        else:
+            what = f"{eps!r} kg m^2 of isotropic rotational inertia"
+            for k in ("ixx", "iyy", "izz"):
+                ie.set(k, repr(float(ie.get(k)) + eps))
+        lk.insert(0, ET.Comment(f" robot_dynamics: {what} added: the joint moving this link moved no "
+                                f"inertia (a zero pivot of the mass matrix) "))
+    return ET.tostring(root, encoding="unicode")
+
+
+def expand_xacro(path, args=None):
+    """URDF text of a xacro file (`xacro` package from the index): `args` {name: value} are its
+    <xacro:arg> values (as `xacro file.urdf.xacro name:=value`); relative includes resolve from the
+    file's folder.  `$(find pkg)` needs that ROS package installed; any xacro error is a ValueError."""
+    import xacro
+    from pathlib import Path
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"xacro file not found: {path}")
+    mappings = {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (args or {}).items()}
+    try:
+        doc = xacro.process_file(str(p), mappings=mappings)
+        return doc.toxml()
+    except Exception as e:                        # noqa: BLE001 (XacroException, XML and OS errors)
+        raise ValueError(f"xacro {p.name}: {e}") from None

@@ -61,14 +61,55 @@ def _inertia3(inertia):
     return Ic
 
 
+def link_inertials(urdf):
+    """{link: (mass, centre of mass, rotational inertia about it)} with both vectors in the link frame,
+    read from the URDF text exactly as written (links without <inertial> are massless)."""
+    from ..dynamics.reference import spatial
+    out = {}
+    for link in ET.fromstring(urdf).findall("link"):
+        inert = link.find("inertial")
+        m, c, Ic = 0.0, np.zeros(3), np.zeros((3, 3))
+        if inert is not None:
+            o, me, ie = inert.find("origin"), inert.find("mass"), inert.find("inertia")
+            num = lambda e, k: float(e.get(k, 0.0) or 0.0) if e is not None else 0.0  # noqa: E731
+            m = num(me, "value")
+            R = np.eye(3)
+            if o is not None:
+                c = np.array([float(x) for x in o.get("xyz", "0 0 0").split()])
+                R = spatial.rpy_to_matrix(np.array([float(x) for x in o.get("rpy", "0 0 0").split()]))
+            v = {k: num(ie, k) for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")}
+            Ic = R @ np.array([[v["ixx"], v["ixy"], v["ixz"]], [v["ixy"], v["iyy"], v["iyz"]],
+                               [v["ixz"], v["iyz"], v["izz"]]]) @ R.T
+        out[link.get("name")] = (m, c, Ic)
+    return out
+
+
+def _principal(Ic):
+    """(quaternion w x y z, principal moments) of a symmetric 3x3 inertia, as MuJoCo stores a body's."""
+    w, V = np.linalg.eigh(Ic)
+    if np.linalg.det(V) < 0:
+        V[:, 0] = -V[:, 0]
+    quat = np.zeros(4)
+    mujoco.mju_mat2Quat(quat, V.flatten())
+    return quat, w
+
+
 def mujoco_urdf(urdf):
-    """The URDF text as fed to MuJoCo: geometry, <dynamics>, <mimic> removed, compiler options set.
+    """The URDF text as fed to MuJoCo: geometry, <dynamics>, <mimic> removed, compiler options set,
+    every <inertial> replaced by a placeholder that MuJoCo's compiler accepts (the exact ones are
+    written into the compiled model afterwards: see MujocoSim).
     Returns (text, {frame name: link name}) where joint frames map to their child link."""
     root = ET.fromstring(urdf)
     for link in root.findall("link"):
-        for tag in ("visual", "collision"):
+        for tag in ("visual", "collision", "inertial"):
             for e in link.findall(tag):
                 link.remove(e)
+        # off the link frame, so that MuJoCo compiles no body as "simple" / "same frame" (flags that
+        # the exact inertial would contradict)
+        inert = ET.SubElement(link, "inertial")
+        ET.SubElement(inert, "origin", xyz="0.1 0.2 0.3", rpy="0.1 0.2 0.3")
+        ET.SubElement(inert, "mass", value="1")
+        ET.SubElement(inert, "inertia", ixx="1", iyy="1.5", izz="2", ixy="0", ixz="0", iyz="0")
     frame_link = {link.get("name"): link.get("name") for link in root.findall("link")}
     for j in root.findall("joint"):
         for tag in ("dynamics", "mimic", "safety_controller", "calibration"):
@@ -149,7 +190,9 @@ class MujocoSim:
                                     contype=1, conaffinity=1, solref=[0.004, 1.0])
         self.table = table
         self.payloads = {}
+        self._inertials = link_inertials(model.urdf)
         self.m = spec.compile()
+        self._exact_inertials()
         self.d = mujoco.MjData(self.m)
         self._index()
         self._wrench = {}
@@ -304,8 +347,26 @@ class MujocoSim:
         del self.payloads[name]
         self._recompile()
 
+    def _exact_inertials(self):
+        """Write the URDF's mass, centre of mass and inertia of every link into the compiled model, as
+        given (MuJoCo's compiler would refuse a massless moving body, principal moments violating the
+        triangle inequality or a non positive-definite tensor, all of which both backends accept),
+        then recompute the constants that depend on them."""
+        m = self.m
+        for link, (mass, com, Ic) in self._inertials.items():
+            b = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, link)
+            if b < 0:
+                continue
+            quat, w = _principal(Ic)
+            m.body_mass[b] = mass
+            m.body_ipos[b] = com
+            m.body_iquat[b] = quat
+            m.body_inertia[b] = w
+        mujoco.mj_setConst(m, mujoco.MjData(m))
+
     def _recompile(self):
         self.m, self.d = self.spec.recompile(self.m, self.d)
+        self._exact_inertials()
         self._dinv = mujoco.MjData(self.m)
         self._index()
         self._wrench = {f: (self.body_id(f), w) for f, (_, w) in self._wrench.items()}
