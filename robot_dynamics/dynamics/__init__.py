@@ -7,7 +7,8 @@
 """
 from .backends import Backend, PinocchioBackend, ReferenceBackend, make_backend
 from .model import Model
-from .selfcheck import SelfCheckError, self_check
+from .selfcheck import SelfCheckError, SelfCheckReport, self_check
+from .urdf import InertiaWarning
 
 __all__ = ["Model", "Backend", "PinocchioBackend", "ReferenceBackend", "make_backend", "self_check",
-           "SelfCheckError"]
+           "SelfCheckError", "SelfCheckReport", "InertiaWarning"]

@@ -14,6 +14,12 @@ class SelfCheckError(ValueError):
     """The backends disagree; the message names the algorithm and the joint."""
 
 
+class SelfCheckReport(dict):
+    """{algorithm: largest scaled error}, plus `warnings`: the model's load warnings (non-physical
+    inertials, inertia added to massless joints; `Model.warnings`), counted, not failed on."""
+    warnings = ()
+
+
 def _err(a, b):
     """Largest absolute difference, scaled by the magnitude of the result (max(1, |a|))."""
     a, b = np.asarray(a, float), np.asarray(b, float)
@@ -26,7 +32,8 @@ def _err(a, b):
 def self_check(model, n_states=5, tol=DEFAULT_TOL, seed=0, frames=None, raise_on_failure=True):
     """Compare every algorithm of the two backends on `n_states` random states.
 
-    Returns {algorithm: largest scaled error}.  Raises SelfCheckError (a ValueError) when one
+    Returns {algorithm: largest scaled error} (a SelfCheckReport: `.warnings` lists the model's load
+    warnings, which do not fail the check).  Raises SelfCheckError (a ValueError) when one
     exceeds `tol`, naming the algorithm and the joint (or frame) where the disagreement is largest.
     Also refuses a mass matrix that is not positive definite (a body with no inertia beyond it).
     """
@@ -36,7 +43,8 @@ def self_check(model, n_states=5, tol=DEFAULT_TOL, seed=0, frames=None, raise_on
     nv = model.nv
     if frames is None:
         frames = [model.frame_names[-1]] + [f for f in (model.joint_names[-1:]) if f in model.frame_ids]
-    report, where = {}, {}
+    report, where = SelfCheckReport(), {}
+    report.warnings = list(getattr(model, "warnings", ()))
 
     def record(algo, a, b, label):
         e, k = _err(a, b)
@@ -70,8 +78,9 @@ def self_check(model, n_states=5, tol=DEFAULT_TOL, seed=0, frames=None, raise_on
             np.linalg.cholesky(M)
         except np.linalg.LinAlgError:
             if raise_on_failure:
+                hint = f"; load warnings: {'; '.join(report.warnings)}" if report.warnings else ""
                 raise SelfCheckError("mass matrix is not positive definite: some joint moves no mass "
-                                     "(check the URDF inertials)") from None
+                                     f"(check the URDF inertials){hint}") from None
     if raise_on_failure:
         bad = {k: e for k, e in report.items() if e > tol}
         if bad:
