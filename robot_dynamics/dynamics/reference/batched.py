@@ -1,0 +1,186 @@
+"""Batched reference algorithms: RNEA and the gravity vector over N states at once.
+
+    bd = BatchData(tree)                          # constants of the tree, built once
+    tau = rnea_batched(tree, bd, Q, V, A)         # Q, V, A: (N, nv)  ->  tau: (N, nv)
+    g = gravity_batched(tree, bd, Q)
+
+The recursion is the book's (RNEA, Featherstone RBDA table 5.1): a forward loop over bodies for
+velocities and accelerations, a backward loop for forces.  Every line acts on all N states at once
+(arrays (6, N) per body: one row per spatial component, one column per state), so Python pays per
+body, not per state.
+
+Joint frames are turned once, at construction, so that every joint axis is z (as in spatial_v2's
+jcalc: Rz, Pz): body frame i' = body frame i rotated by Ra_i with Ra_i z = axis_i, so that
+
+    Xtree'_i = xform(Ra_p^T R_tree Ra_i, Ra_p^T p_tree),   I'_i = E I_i E^T,   E = blkdiag(Ra_i^T)
+    revolute:   XJ = blkdiag(Rz(q)^T):  x' = c x + s y,  y' = -s x + c y   (linear and angular rows)
+    prismatic:  XJ = xform(1, z q):     vx' = vx + q wy,  vy' = vy - q wx
+    S = [0; z] or [z; 0], so tau_i = S^T f_i is one row of f_i.
+
+A joint transform is then a few rows scaled by cos q and sin q, and Xtree one constant 6x6 product.
+Fixed-base trees of revolute, continuous and prismatic joints (every arm); a free-flyer raises
+ValueError (use the single-state algorithms there).
+"""
+import numpy as np
+
+from . import spatial
+
+
+def _axis_frame(k):
+    """A rotation Ra with Ra z = k (k a unit vector)."""
+    k = np.asarray(k, float) / np.linalg.norm(k)
+    t = np.array([1.0, 0.0, 0.0]) if abs(k[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    x = np.cross(t, k)
+    x /= np.linalg.norm(x)
+    return np.column_stack([x, np.cross(k, x), k])
+
+
+class BatchData:
+    """Constants of the batched recursion: topology and the z-aligned joint frames.  Inertias are
+    read from the tree on every call, so an attached payload is seen."""
+
+    def __init__(self, tree):
+        if any(t == "free" for t in tree.jtype):
+            raise ValueError("batched algorithms: free-flyer joints are not supported "
+                             "(fixed-base trees of revolute, continuous and prismatic joints)")
+        nb = self.nb = tree.nb
+        self.nv = tree.nv
+        self.parent = list(tree.parent)
+        self.prismatic = [t == "prismatic" for t in tree.jtype]
+        self.Ra = np.array([_axis_frame(k) for k in tree.axis])
+        self.E = np.zeros((nb, 6, 6))                        # i'_X_i = blkdiag(Ra^T)
+        self.E[:, :3, :3] = self.E[:, 3:, 3:] = self.Ra.transpose(0, 2, 1)
+        self.Xtree = np.zeros((nb, 6, 6))
+        for i in range(nb):
+            p = tree.parent[i]
+            Rp = np.eye(3) if p < 0 else self.Ra[p]
+            self.Xtree[i] = spatial.xform(Rp.T @ tree.R_tree[i] @ self.Ra[i], Rp.T @ tree.p_tree[i])
+        self.XtreeT = np.ascontiguousarray(self.Xtree.transpose(0, 2, 1))
+        self.iq = np.array(tree.iq, dtype=int)
+
+    def inertias(self, tree):
+        """I'_i = E_i I_i E_i^T, (nb, 6, 6)."""
+        return self.E @ np.array(tree.I) @ self.E.transpose(0, 2, 1)
+
+
+def _columns(bd, X, what, N=None):
+    """(N, nv) user array -> (nv, N) contiguous, states as columns."""
+    X = np.asarray(X, dtype=float)
+    if X.ndim == 1:
+        X = X[None, :]
+    if X.ndim != 2 or X.shape[1] != bd.nv or (N is not None and X.shape[0] != N):
+        want = f"({'N' if N is None else N}, {bd.nv})"
+        raise ValueError(f"{what}: expected an array of shape {want}, got {X.shape}")
+    return np.ascontiguousarray(X.T)
+
+
+def _joint_transform(x, prismatic, c, s, q):
+    """x <- XJ x in place, for motion vectors x (6, ...) whose last axis is the state."""
+    if prismatic:                                            # v' = v - (z q) x w
+        x[0] += q * x[4]
+        x[1] -= q * x[3]
+        return
+    xs, ys = x[[0, 3]], x[[1, 4]]                            # rows x, y of the linear and angular parts
+    x[[0, 3]] = c * xs + s * ys                              # Rz^T: x' = c x + s y
+    x[[1, 4]] = c * ys - s * xs                              #       y' = c y - s x
+
+
+def _joint_transform_T(f, prismatic, c, s, q):
+    """f <- XJ^T f in place, for forces f (6, N)."""
+    if prismatic:                                            # n' = n + (z q) x f
+        f[3] -= q * f[1]
+        f[4] += q * f[0]
+        return
+    xs, ys = f[[0, 3]], f[[1, 4]]
+    f[[0, 3]] = c * xs - s * ys                              # Rz: x' = c x - s y
+    f[[1, 4]] = s * xs + c * ys                              #     y' = s x + c y
+
+
+def _crf_add(v, h, out):
+    """out += v x* h, component by component; v, h, out have the 6 spatial components on their first
+    axis (any trailing shape, broadcast): v x* h = [w x f; vl x f + w x n], v = [vl; w], h = [f; n]."""
+    vx, vy, vz, wx, wy, wz = v
+    fx, fy, fz, nx, ny, nz = h
+    out[0] += wy * fz - wz * fy
+    out[1] += wz * fx - wx * fz
+    out[2] += wx * fy - wy * fx
+    out[3] += vy * fz - vz * fy + wy * nz - wz * ny
+    out[4] += vz * fx - vx * fz + wz * nx - wx * nz
+    out[5] += vx * fy - vy * fx + wx * ny - wy * nx
+
+
+def _backward(bd, f, Qt, c, s):
+    """Backward pass on body forces f (nb, 6, N), consumed: tau_i = S^T f_i, f_p += Xup_i^T f_i.
+    Returns tau (N, nv)."""
+    tau = np.empty((f.shape[2], bd.nb))
+    for i in reversed(range(bd.nb)):
+        pr = bd.prismatic[i]
+        tau[:, i] = f[i, 2 if pr else 5]                     # tau_i = S_i^T f_i
+        p = bd.parent[i]
+        if p >= 0:
+            _joint_transform_T(f[i], pr, c[i], s[i], Qt[i])  # XJ^T f_i
+            f[p] += bd.XtreeT[i] @ f[i]                      # f_p += Xtree^T XJ^T f_i
+    return tau
+
+
+def _trig(bd, Qt):
+    qb = Qt[bd.iq]
+    return np.cos(qb), np.sin(qb), qb
+
+
+def rnea_batched(tree, bd, Q, V, A, fext=None):
+    """tau = M(q) a + C(q, v) v + g(q) for every row of Q, V, A (shape (N, nv)) -> (N, nv).
+    fext: optional (N, nb, 6) or (nb, 6) body wrenches [f; n] in body frames, as in `rnea`."""
+    Qt = _columns(bd, Q, "Q")
+    N, nb = Qt.shape[1], bd.nb
+    qd, qdd = _columns(bd, V, "V", N), _columns(bd, A, "A", N)   # 1-DoF joints: body i <-> dof i
+    c, s, qb = _trig(bd, Qt)
+    va = np.empty((nb, 6, 2 * N))                            # [v_i | a_i] per body: (6, 2N)
+    a0 = np.concatenate([-tree.gravity, np.zeros(3)])
+    for i in range(nb):                                      # forward pass
+        p, x = bd.parent[i], va[i]
+        if p < 0:
+            x[:, :N] = 0.0
+            x[:, N:] = (bd.Xtree[i] @ a0)[:, None]           # a_i = Xup_i a_0 (then XJ below)
+        else:
+            np.dot(bd.Xtree[i], va[p], out=x)                # Xtree [v_p | a_p]
+        v, a = x[:, :N], x[:, N:]
+        if bd.prismatic[i]:
+            _joint_transform(v, True, None, None, qb[i])
+            _joint_transform(a, True, None, None, qb[i])
+            a[0] += qd[i] * v[4]                             # a += v_i x S qd = [w x z; 0] qd
+            a[1] -= qd[i] * v[3]
+            v[2] += qd[i]                                    # v_i = Xup v_p + S qd
+            a[2] += qdd[i]                                   # a_i = Xup a_p + S qdd + v_i x S qd
+        else:
+            _joint_transform(x.reshape(6, 2, N), False, c[i], s[i], None)
+            a[[0, 3]] += qd[i] * v[[1, 4]]                   # a += v_i x S qd = [vl x z; w x z] qd
+            a[[1, 4]] -= qd[i] * v[[0, 3]]
+            v[5] += qd[i]                                    # v_i = Xup v_p + S qd
+            a[5] += qdd[i]                                   # a_i = Xup a_p + S qdd + v_i x S qd
+    Ih = bd.inertias(tree) @ va                              # [I v | I a]
+    f = np.ascontiguousarray(Ih[:, :, N:])                   # f_i = I a_i + v_i x* I v_i
+    _crf_add(va[:, :, :N].transpose(1, 0, 2), Ih[:, :, :N].transpose(1, 0, 2), f.transpose(1, 0, 2))
+    if fext is not None:
+        fe = np.asarray(fext, dtype=float)
+        fe = fe.transpose(1, 2, 0) if fe.ndim == 3 else fe[:, :, None]
+        f -= bd.E @ fe if fe.shape[2] == N or fe.shape[2] == 1 else fe
+    return _backward(bd, f, qb, c, s)
+
+
+def gravity_batched(tree, bd, Q):
+    """g(q) for every row of Q: RNEA with v = a = 0, so only a_i = Xup_i a_p and f_i = I_i a_i."""
+    Qt = _columns(bd, Q, "Q")
+    N, nb = Qt.shape[1], bd.nb
+    c, s, qb = _trig(bd, Qt)
+    a = np.empty((nb, 6, N))
+    a0 = np.concatenate([-tree.gravity, np.zeros(3)])
+    for i in range(nb):
+        p = bd.parent[i]
+        if p < 0:
+            a[i] = (bd.Xtree[i] @ a0)[:, None]
+        else:
+            np.dot(bd.Xtree[i], a[p], out=a[i])
+        _joint_transform(a[i], bd.prismatic[i], c[i], s[i], qb[i])   # a_i = Xup_i a_p
+    f = bd.inertias(tree) @ a                                # f_i = I_i a_i
+    return _backward(bd, f, qb, c, s)
