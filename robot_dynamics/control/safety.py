@@ -16,8 +16,11 @@ Per cycle, in this order:
 4. start ramp: for ramp_time seconds after reset the target moves from the start torque (zero unless
    reset(start=...)) toward the target by the fraction (time since reset)/ramp_time
    (time since reset = the sum of the dt given to apply);
-5. rate limit: the output moves at most rate_limit * dt per joint from the previous output (which is
-   zero after reset), so a NaN cycle rate-limits the last good command toward the fallback;
+5. rate limit: the output moves at most rate_limit * min(dt, command_period) per joint from the
+   previous output (which is zero after reset), so a NaN cycle rate-limits the last good command
+   toward the fallback.  The bound is per command, as libfranka bounds the torque change per 1 ms
+   cycle: a late call (a stall, dt = 0.1 s) still moves at most one command period's worth, never
+   rate_limit * 0.1 s.  Set command_period to the period at which apply() is called (1/update_rate);
 6. final clamp to the effort limits (only acts if the limits were lowered live).
 
 The output is always a new finite array within the effort limits.  `reasons` lists what acted in this
@@ -46,6 +49,8 @@ class SafetyParams:
     position_margin: float = 0.0        # rad | m from a position limit where the repulsion starts; 0: off
     position_stiffness: float = 0.0     # N m/rad of the repulsive torque
     velocity_damping: float = 0.0       # N m s/rad; 0: off
+    command_period: float = 0.001       # s, nominal time between commands: the rate limit allows at most
+                                        # rate_limit * min(dt, command_period) per apply() (> 0)
 
 
 class SafetyFilter:
@@ -108,6 +113,7 @@ class SafetyFilter:
         new["rate_limit"] = rate if not np.isscalar(new["rate_limit"]) else float(new["rate_limit"])
         for k in ("ramp_time", "position_margin", "position_stiffness", "velocity_damping"):
             new[k] = check_scalar(k, new[k])
+        new["command_period"] = check_scalar("command_period", new["command_period"], 0.0, lo_open=True)
         self._p = SafetyParams(**new)
         self.limit = el * scale
         self._neg_limit = -self.limit
@@ -158,8 +164,8 @@ class SafetyFilter:
         return None
 
     def apply(self, tau, state, dt, fallback=None):
-        """Filtered torque (new array, finite, within the effort limits, within rate_limit * dt of the
-        previous output).  `fallback` may be a callable: it is then evaluated only when the command is
+        """Filtered torque (new array, finite, within the effort limits, within
+        rate_limit * min(dt, command_period) of the previous output).  `fallback` may be a callable: it is then evaluated only when the command is
         not finite, so a g(q) fallback costs nothing on good cycles."""
         self.reasons = []
         p = self._p
@@ -203,7 +209,7 @@ class SafetyFilter:
             target += self.start
         # 5. rate limit (+ 6. the final clamp, which only acts if the limits were lowered live):
         # clip(delta, -step, step) changes delta exactly when some |delta_i| > step_i
-        step = np.multiply(self.rate, dt, out=self._step)
+        step = np.multiply(self.rate, min(dt, p.command_period), out=self._step)
         delta = np.subtract(target, self.prev, out=self._delta)
         if _any(np.abs(delta, out=self._absd) > step):
             self._flag("rate_limit")
