@@ -81,15 +81,23 @@ def test_quintic_reproduces_a_quintic_polynomial():
 
 
 def test_cubic_hermite_reproduces_a_cubic():
+    """Interior segments reproduce the cubic exactly (1e-10); the end segments are quintics through the
+    same (q, v) with a = 0 at the trajectory's ends and the cubic's acceleration at the inner knots."""
     poly = np.polynomial.Polynomial([1.0, -0.3, 0.8, -0.25])
-    d1 = poly.deriv()
+    d1, d2 = poly.deriv(), poly.deriv(2)
     ts = [0.0, 0.5, 1.2, 2.0]
     traj = JointTrajectory(ts, [[poly(t)] for t in ts], [[d1(t)] for t in ts])
-    for t in np.linspace(0, 2.0 - 1e-9, 31):
+    for t in np.linspace(0.5, 1.2 - 1e-9, 15):
         q, v, a = traj.sample(t)
         assert q[0] == pytest.approx(poly(t), abs=1e-12)
         assert v[0] == pytest.approx(d1(t), abs=1e-11)
-        assert a[0] == pytest.approx(poly.deriv(2)(t), abs=1e-10)
+        assert a[0] == pytest.approx(d2(t), abs=1e-10)
+    for t in ts:
+        q, v, a = traj.sample(min(t, 2.0 - 1e-12))
+        assert q[0] == pytest.approx(poly(t), abs=1e-10) and v[0] == pytest.approx(d1(t), abs=1e-9)
+    assert traj.sample(0.0)[2][0] == 0.0 and abs(traj.sample(2.0 - 1e-12)[2][0]) < 1e-9
+    for tk in (0.5, 1.2):                                                   # C2 at the inner knots
+        assert traj.sample(tk - EPS)[2][0] == pytest.approx(d2(tk), abs=1e-4)
 
 
 def test_clamped_spline_reproduces_a_cubic_with_matching_ends():
@@ -99,10 +107,14 @@ def test_clamped_spline_reproduces_a_cubic_with_matching_ends():
     d1 = poly.deriv()
     ts = np.array([0.4, 1.1, 1.9, T])
     traj = JointTrajectory(ts, [[poly(t)] for t in ts]).start(0.0, [poly(0.0)], [d1(0.0)])
-    for t in np.linspace(0, T - 1e-9, 41):
+    for t in np.linspace(ts[0], ts[-2] - 1e-9, 41):                 # interior segments: the cubic
         q, v, a = traj.sample(t)
         assert q[0] == pytest.approx(poly(t), abs=1e-10)
         assert v[0] == pytest.approx(d1(t), abs=1e-10)
+    # end segments: quintics with the spline's knot values, zero acceleration at both ends
+    assert traj.sample(0.0)[2][0] == 0.0 and abs(traj.sample(T - 1e-12)[2][0]) < 1e-9
+    for t in (0.0, T - 1e-12):
+        assert traj.sample(t)[0][0] == pytest.approx(poly(t), abs=1e-10)
 
 
 def test_first_time_zero_does_not_prepend_and_restart():

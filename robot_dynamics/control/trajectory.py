@@ -9,10 +9,30 @@ Each segment [t_i, t_i+1] is a polynomial in s = t - t_i, stored as 6 coefficien
 - positions and velocities: cubic Hermite (q, v continuous);
 - positions only: C2 cubic spline through the points with the start velocity (v0 of `start`, else
   zero) and zero velocity at the end (clamped spline; q, v, a continuous).
-The prepended start point carries q0, v0 and zero acceleration.  When the first time is 0 the first
-point is the start point and nothing is prepended (ROS trajectories often repeat the current state
-at time 0).
+Ends: the reference starts and ends with zero acceleration whatever the kind (the hold after the end
+has v = a = 0, and computed torque feeds a_d in as M a_d).  For the two cubic kinds the first and the
+last segments are quintics instead of cubics: same positions and velocities at their knots, zero
+acceleration at the trajectory's ends, and at the inner knot the acceleration of the neighbouring
+cubic (so the spline stays C2 everywhere; cubic Hermite is C1 at its interior knots, C2 at the knots
+next to the end segments; a one- or two-segment cubic Hermite uses the mean of the two cubic
+accelerations at the middle knot).  A rest-to-rest single segment of length d in time T is then the
+minimum-jerk quintic: peak velocity 15/8 d/T, peak acceleration 10/sqrt(3) d/T^2, a(0) = a(T) = 0.
+The prepended start point carries q0, v0 and zero acceleration.
+
+Start and the approach to the first point: `start(t0, q0, v0, continuous=, max_velocity=,
+max_acceleration=)`.  When the first time is 0 and the first point is the current state (within
+1e-9) nothing is prepended (ROS trajectories often repeat the current state at time 0).  Otherwise the
+current state is prepended and, when bounds are given, the approach segment lasts at least the time a
+rest-to-rest quintic needs to cover the largest joint distance d_j within them,
+T_a = max_j max(15/8 d_j / max_velocity_j, sqrt(10/sqrt(3) d_j / max_acceleration)); if the first
+time is shorter, the whole trajectory is delayed by the difference (a single point at t = 0 is
+approached in T_a instead of being stepped to).  Without bounds (the default for a bare
+JointTrajectory) a first time of 0 keeps the old meaning (the first point is the start, no approach).
+The control laws always pass bounds: the model's velocity limits (1 rad/s where it has none) and
+5 rad/s^2 (JointLaw.approach_bounds).  For continuous joints (mask `continuous`) the start angle is
+replaced by the equivalent angle nearest the first point, so the approach takes the shortest way.
 """
+import math
 import bisect
 
 import numpy as np
@@ -100,6 +120,7 @@ class JointTrajectory:
         self.nv = n
         self.kind = "quintic" if A is not None else ("cubic_hermite" if V is not None else "cubic_spline")
         self.started = False
+        self.delay = 0.0            # s the trajectory was delayed at start to bound the approach
         self._build(0.0, None, None)
 
     @staticmethod
@@ -116,22 +137,50 @@ class JointTrajectory:
             raise ValueError(f"{what}: values must be finite")
         return a
 
-    def start(self, t0, q0, v0=None):
+    def start(self, t0, q0, v0=None, continuous=None, max_velocity=None, max_acceleration=None):
         """Start at absolute time t0 from the current state (q0, v0): prepends (q0, v0, 0) at t0 unless
-        the first time is 0.  Can be called again to restart.  Returns self."""
+        the first time is 0 and q0 is the first point; bounds the approach (see the module doc).  Can
+        be called again to restart.  Returns self."""
         t0 = float(t0)
         if not np.isfinite(t0):
             raise ValueError("start: t0 must be finite")
-        q0 = self._arr(q0, "q0", shape=(self.nv,))
-        v0 = np.zeros(self.nv) if v0 is None else self._arr(v0, "v0", shape=(self.nv,))
-        self._build(t0, q0, v0)
+        n = self.nv
+        q0 = self._arr(q0, "q0", shape=(n,)).copy()
+        v0 = np.zeros(n) if v0 is None else self._arr(v0, "v0", shape=(n,))
+        P0 = self.positions[0]
+        if continuous is not None:
+            c = np.asarray(continuous, dtype=bool)
+            if c.shape != (n,):
+                raise ValueError(f"continuous: expected {n} booleans, got shape {c.shape}")
+            d = P0[c] - q0[c]
+            q0[c] = P0[c] - (np.mod(d + math.pi, 2.0 * math.pi) - math.pi)   # nearest equivalent angle
+        t_first = float(self.times[0])
+        far = float(np.abs(P0 - q0).max()) > 1e-9
+        T_a = 0.0
+        if far and (max_velocity is not None or max_acceleration is not None):
+            d = np.abs(P0 - q0)
+            if max_velocity is not None:
+                vm = self._arr(np.broadcast_to(max_velocity, (n,)), "max_velocity", shape=(n,))
+                if np.any(vm <= 0):
+                    raise ValueError("max_velocity: must be > 0")
+                T_a = max(T_a, float(np.max(15.0 / 8.0 * d / vm)))
+            if max_acceleration is not None:
+                am = self._arr(np.broadcast_to(max_acceleration, (n,)), "max_acceleration", shape=(n,))
+                if np.any(am <= 0):
+                    raise ValueError("max_acceleration: must be > 0")
+                T_a = max(T_a, float(np.max(np.sqrt(10.0 / math.sqrt(3.0) * d / am))))
+        self.delay = max(T_a - t_first, 0.0) if T_a > 0.0 else 0.0
+        self._build(t0, q0, v0, prepend=(t_first > 0.0) or T_a > 0.0)
         self.started = True
         return self
 
-    def _build(self, t0, q0, v0):
-        t, P, V, A = self.times + t0, self.positions, self.velocities, self.accelerations
+    def _build(self, t0, q0, v0, prepend=None):
+        t, P, V, A = self.times + t0 + getattr(self, "delay", 0.0), self.positions, self.velocities, \
+            self.accelerations
         n = self.nv
-        if q0 is not None and self.times[0] > 0:
+        if prepend is None:
+            prepend = self.times[0] > 0
+        if q0 is not None and prepend:
             t = np.concatenate([[t0], t])
             P = np.vstack([q0, P])
             V = None if V is None else np.vstack([v0, V])
@@ -147,6 +196,24 @@ class JointTrajectory:
                 C[i] = _hermite5(P[i], V[i], A[i], P[i + 1], V[i + 1], A[i + 1], h)
             else:
                 C[i] = _hermite3(P[i], V[i], P[i + 1], V[i + 1], h)
+        if A is None and K >= 1:
+            # cubic kinds: quintic end segments, zero acceleration at both ends of the trajectory; at
+            # the inner knot the neighbouring cubic's acceleration (mean of both when K <= 2)
+            z = np.zeros(n)
+            h0, hl = t[1] - t[0], t[K] - t[K - 1]
+            if K == 1:
+                C[0] = _hermite5(P[0], V[0], z, P[1], V[1], z, h0)
+            else:
+                a_end0 = 2 * C[0][2] + 6 * C[0][3] * h0          # cubic 0 at its end
+                a_startl = 2 * C[K - 1][2]                       # last cubic at its start
+                if K == 2:
+                    a1 = a_l = 0.5 * (a_end0 + a_startl)
+                else:
+                    a1 = 2 * C[1][2]                             # cubic 1 at its start
+                    hp = t[K - 1] - t[K - 2]
+                    a_l = 2 * C[K - 2][2] + 6 * C[K - 2][3] * hp  # cubic K-2 at its end
+                C[0] = _hermite5(P[0], V[0], z, P[1], V[1], a1, h0)
+                C[K - 1] = _hermite5(P[K - 1], V[K - 1], a_l, P[K], V[K], z, hl)
         if K == 0:
             C[0, 0] = P[0]
         self._t, self._C, self._K = t, C, K
