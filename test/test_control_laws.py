@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from scipy.linalg import expm
+from scipy.linalg import expm, sqrtm
 from scipy.spatial.transform import Rotation
 
 from robot_dynamics.control import (LAWS, CartesianReference, JointReference, JointTrajectory, SafetyFilter,
@@ -18,6 +18,13 @@ from robot_dynamics.dynamics.reference.spatial import skew
 
 FRAME = "panda_hand_tcp"
 TOL = 1e-8        # N m, law vs oracle (both double precision, different algorithms)
+
+
+def matrix_critical(B, K, zeta):
+    """Oracle: 2 zeta B^1/2 (B^-1/2 K B^-1/2)^1/2 B^1/2 by scipy's matrix square root."""
+    Bh = np.real(sqrtm(B))
+    Bhi = np.linalg.inv(Bh)
+    return 2 * zeta * Bh @ np.real(sqrtm(Bhi @ K @ Bhi)) @ Bh
 
 
 def rand_state(model, rng, t=0.0, vscale=1.0):
@@ -208,11 +215,11 @@ def test_joint_impedance_damping_ratio_and_feedforward(model, pinb, refb):
     q_d, v_d, a_d = s.q + 0.1, rng.uniform(-1, 1, 7), rng.uniform(-2, 2, 7)
     law.set_reference(JointReference(q=q_d, v=v_d, a=a_d))
     M = refb.mass_matrix(s.q)
-    d = 2 * zeta * np.sqrt(k * np.diag(M))
-    expect = (k * (q_d - s.q) + d * (v_d - s.v) + refb.gravity(s.q) + refb.coriolis_matrix(s.q, s.v) @ v_d
+    D = matrix_critical(M, np.diag(k), zeta)                 # damping matrix from M(q) (base docstring)
+    expect = (k * (q_d - s.q) + D @ (v_d - s.v) + refb.gravity(s.q) + refb.coriolis_matrix(s.q, s.v) @ v_d
               + M @ a_d)
     np.testing.assert_allclose(law.compute(s), expect, atol=1e-7, rtol=0)
-    np.testing.assert_allclose(law.damping(s.q), d, rtol=1e-10)
+    np.testing.assert_allclose(law.damping(s.q), D, rtol=1e-8, atol=1e-9)
 
 
 # ---------------------------------------------------------------- Cartesian impedance
@@ -281,7 +288,8 @@ def test_cartesian_nullspace_is_dynamically_consistent(model, pinb, refb):
 
 
 def test_cartesian_damping_from_task_inertia(model, pinb, refb):
-    """e = 0, no posture torque, lambda = 0: tau - g = -J^T D J v with D_i = 2 zeta sqrt(K_i Lambda_ii),
+    """e = 0, no posture torque, lambda = 0: tau - g = -J^T D J v with
+    D = 2 zeta Lambda^1/2 (Lambda^-1/2 K Lambda^-1/2)^1/2 Lambda^1/2 (scipy sqrtm),
     Lambda = (J M^-1 J^T)^-1 (numpy solve).  Relative 1e-7."""
     rng = np.random.default_rng(13)
     law = _cart(model, pinb, {"task.damping_ratio": 0.7, "damped_pinv_lambda": 0.0, "nullspace_stiffness": 0.0,
@@ -293,8 +301,8 @@ def test_cartesian_damping_from_task_inertia(model, pinb, refb):
     M = refb.mass_matrix(s.q)
     J = refb.frame_jacobian(s.q, FRAME, "local_world_aligned")
     Lam = np.linalg.inv(J @ np.linalg.solve(M, J.T))
-    D = 2 * 0.7 * np.sqrt(K * np.diag(Lam))
-    expect = -J.T @ (D * (J @ s.v)) + refb.gravity(s.q)
+    D = matrix_critical(Lam, np.diag(K), 0.7)
+    expect = -J.T @ (D @ (J @ s.v)) + refb.gravity(s.q)
     np.testing.assert_allclose(tau, expect, rtol=1e-7, atol=1e-7)
     # with the twist reference equal to J v, the damping term vanishes
     R, p = refb.frame_placement(s.q, FRAME)

@@ -31,8 +31,58 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pinocchio as pin
+from scipy.linalg.lapack import dsyev
 
 from ..dynamics.backends import PinocchioBackend
+
+_TWO_PI = 2.0 * math.pi
+
+
+def wrap_angle(x, out=None):
+    """x wrapped to [-pi, pi) (elementwise): the shortest signed angle equivalent to x."""
+    out = np.add(x, math.pi, out=out)
+    np.mod(out, _TWO_PI, out=out)
+    out -= math.pi
+    return out
+
+
+def continuous_mask(model):
+    """Boolean mask over v (fixed base: over the joints) of the continuous joints, whose angle is
+    known only modulo 2 pi (drivers report it wrapped to (-pi, pi]); None when there is none."""
+    types = model.joint_types
+    if model.floating_base or len(types) != model.nv:
+        return None
+    m = np.array([t == "continuous" for t in types], dtype=bool)
+    return m if m.any() else None
+
+
+def shortest_error(q_d, q, cont, out=None):
+    """q_d - q, with the continuous joints (mask `cont`, or None) wrapped to [-pi, pi)."""
+    out = np.subtract(q_d, q, out=out)
+    if cont is not None:
+        out[cont] = wrap_angle(out[cont])
+    return out
+
+
+def critical_damping(Linv, G, k, two_zeta):
+    """D = 2 zeta (B # K): the damping matrix that gives every mode of B x'' + D x' + K x = 0 the
+    damping ratio zeta ("critical" for zeta = 1), for B symmetric positive definite and K = diag(k) >= 0.
+    The caller passes a factor of B = L L^T as Linv = L^-1 and G = L^T (triangular, from the Cholesky
+    factorisation it has anyway).  With C = L^-1 K L^-T = Q diag(w^2) Q^T (one symmetric eigensolve):
+
+        D = 2 zeta L C^1/2 L^T = 2 zeta (Q^T G)^T diag(w) (Q^T G)
+
+    which is 2 zeta B^1/2 (B^-1/2 K B^-1/2)^1/2 B^1/2 for any factor (L = B^1/2 O, O orthogonal), and
+    also 2 zeta B Phi diag(w) Phi^T B with K Phi = B Phi diag(w^2), Phi^T B Phi = I (Phi = L^-T Q):
+    the modes Phi diagonalise B, K and D together, modal damping 2 zeta w_i.  k_i = 0 gives a mode
+    with w_i = 0 and no damping."""
+    C = (Linv * k) @ Linv.T
+    w2, Q, info = dsyev(C, compute_v=1, lower=0)
+    if info != 0:
+        return np.full((len(k), len(k)), np.nan)
+    w = np.sqrt(np.maximum(w2, 0.0))
+    H = Q.T @ G
+    return (two_zeta * (H.T * w)) @ H
 
 
 @dataclass
@@ -70,7 +120,8 @@ class CartesianReference:
 @dataclass
 class LawInfo:
     """What a law reports each cycle for the controller-state topic (the torque is what compute returns).
-    Joint laws: reference = q_d, error = q_d - q (nv).  Cartesian: reference = [p_d; quat_d (x y z w)]
+    Joint laws: reference = q_d, error = q_d - q (nv; continuous joints: the shortest angle, in [-pi, pi)).
+    Cartesian: reference = [p_d; quat_d (x y z w)]
     (7), error = [p_d - p; log3(R_d R^T)] (6).  `status` is "" or a short note (e.g. "trajectory done",
     "nonfinite state")."""
     reference: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -165,6 +216,7 @@ class ControlLaw:
         self._tau = np.zeros(self.nv)
         self._tf = np.zeros(self.nv)
         self._il = np.tril_indices(self.nv, -1)
+        self.continuous = continuous_mask(model)      # None or a mask: errors wrapped to [-pi, pi)
         self._params = {}
         defaults = dict(COMMON_DEFAULTS)
         defaults.update(self.DEFAULTS)
@@ -342,6 +394,18 @@ class JointLaw(ControlLaw):
         self.trajectory = None
         self.info.status = "reference"
 
+    # bounds of the approach from the measured state to a trajectory's first point (see
+    # JointTrajectory.start): the model's velocity limits (APPROACH_DEFAULT_VELOCITY where it has none)
+    # scaled by approach_velocity_scale, and approach_acceleration
+    APPROACH_DEFAULT_VELOCITY = 1.0     # rad/s | m/s
+    approach_velocity_scale = 1.0
+    approach_acceleration = 5.0         # rad/s^2 | m/s^2
+
+    def approach_bounds(self):
+        vl = np.array(self.model.velocity_limits, dtype=float)
+        vl = np.where(np.isfinite(vl) & (vl > 0), vl, self.APPROACH_DEFAULT_VELOCITY)
+        return {"max_velocity": vl * self.approach_velocity_scale, "max_acceleration": self.approach_acceleration}
+
     def _desired(self, state, q, v):
         """(q_d, v_d, a_d) for this cycle; also fills info.reference / info.error and the error
         buffers self._e = q_d - q, self._ed = v_d - v."""
@@ -350,12 +414,12 @@ class JointLaw(ControlLaw):
         tr = self.trajectory
         if tr is not None:
             if not tr.started:
-                tr.start(state.t, q, v)
+                tr.start(state.t, q, v, continuous=self.continuous, **self.approach_bounds())
             q_d, v_d, a_d = tr.sample(state.t)
             self.q_d, self.v_d[:], self.a_d[:] = q_d, v_d, a_d
             if tr.done(state.t):
                 self.info.status = "trajectory done"
-        np.subtract(self.q_d, q, out=self._e)
+        shortest_error(self.q_d, q, self.continuous, out=self._e)   # continuous joints: shortest angle
         np.subtract(self.v_d, v, out=self._ed)
         self.info.reference[:] = self.q_d
         self.info.error[:] = self._e

@@ -13,15 +13,30 @@ J M^-1 J^T = J X, and J M^-1 tau0 = X^T tau0.  Lambda is applied through the Cho
 6x6 (its diagonal, for the damping, from the inverse of the triangular factor).  lambda = damped_pinv_lambda bounds Lambda (and the
 derived damping) near singularities; lambda = 0 gives the exact projector.
 
-Damping: task.d_pos_*/task.d_rot_* when given, else d_i = 2 zeta sqrt(k_i Lambda_ii) with
-zeta = task.damping_ratio (per-axis critical damping from the diagonal of Lambda).  Nullspace damping,
-when not given, d_i = 2 sqrt(k_ns,i m_ii).
+Damping.  Task: with none of task.d_* given, the full 6x6 matrix
+
+    D = 2 zeta Lambda^1/2 (Lambda^-1/2 K Lambda^-1/2)^1/2 Lambda^1/2         zeta = task.damping_ratio
+
+which gives every mode of the task-space error dynamics Lambda e'' + D e' + K e = 0 (the frame's
+dynamics seen through Lambda, nullspace and velocity-product terms aside) the damping ratio zeta:
+"critical" (zeta = 1) means each generalised eigenmode K phi = w^2 Lambda phi is damped with 2 w.
+K here is the nominal stiffness of all six axes (on force axes too, so that they keep their damping).
+Axes whose task.d_* is given use that value, decoupled (their rows and columns of D replaced by it).
+All given: D = diag(task.d_*).  Nullspace: nullspace_damping when given (diagonal), else
+D_ns = 2 zeta_ns M^1/2 (M^-1/2 K_ns M^-1/2)^1/2 M^1/2 with zeta_ns = nullspace_damping_ratio: critical
+for the posture task M e'' + D_ns e' + K_ns e = 0 in joint space; the projection N^T then removes what
+would move the task, so in the nullspace it is critical only approximately.  The posture error
+q_ns - q of continuous joints is the shortest angle.
 
 Force axes: force_axes (6 bools, world-aligned [x y z rx ry rz]) switch those axes from stiffness to
 explicit force control of the wrench the robot exerts, F_d (from the reference), using the measured
 wrench (State.wrench, the environment on the robot, so the robot exerts -State.wrench):
-    F_i = F_d,i + force_kp (F_d,i - F_i,meas) + force_ki int(F_d,i - F_i,meas) dt - D_i xdot_i
-with the integral term bounded by force_integral_limit.  No wrench in the state: open loop F_d.
+    F_i = F_d,i + force_kp (F_d,i - F_i,meas) + force_ki int(F_d,i - F_i,meas) dt - (D xdot)_i
+Anti-windup: the stored integral itself is clamped so that |force_ki_i int_i| <= force_integral_limit
+(a contact after a long free-space phase acts at once, no wind-down); it is cleared on reset, when the
+reference wrench or the force axes change, and on axes whose force_ki is 0.  No wrench in the state:
+open loop F_d.  max_pos_error / max_rot_error clip the norm of the pose error over the stiffness axes
+only (the error along a force axis neither counts nor is clipped: its stiffness is off).
 
 Pinocchio fast path (see base): crba, generalized gravity, joint Jacobians and the frame placement
 are called directly on backend.pm / backend.data.
@@ -32,7 +47,8 @@ import numpy as np
 import pinocchio as pin
 from scipy.linalg.lapack import dpotrf, dpotrs, dtrtri
 
-from .base import (CartesianReference, ControlLaw, check_bool, check_scalar, check_vector)
+from .base import (CartesianReference, ControlLaw, check_bool, check_scalar, check_vector, critical_damping,
+                   shortest_error)
 from ..dynamics.reference import spatial
 
 _AX = ("x", "y", "z")
@@ -54,7 +70,8 @@ class CartesianImpedance(ControlLaw):
     DEFAULTS = dict(_task_keys(), **{
         "frame": None,                    # default: the last frame of the model (usually the tool tip)
         "nullspace_stiffness": 10.0,      # N m/rad, one number or nv
-        "nullspace_damping": None,        # N m s/rad; default 2 sqrt(k m_ii)
+        "nullspace_damping": None,        # N m s/rad; default 2 zeta_ns M # K_ns (critical matrix)
+        "nullspace_damping_ratio": 1.0,   # zeta_ns of the derived nullspace damping
         "q_nullspace": None,              # posture; default the q at reset
         "damped_pinv_lambda": 0.01,
         "force_axes": [False] * 6,
@@ -108,6 +125,7 @@ class CartesianImpedance(ControlLaw):
         p["task.damping_ratio"] = check_scalar("task.damping_ratio", p["task.damping_ratio"])
         p["nullspace_stiffness"] = check_vector("nullspace_stiffness", p["nullspace_stiffness"], n)
         p["nullspace_damping"] = check_vector("nullspace_damping", p["nullspace_damping"], n, allow_none=True)
+        p["nullspace_damping_ratio"] = check_scalar("nullspace_damping_ratio", p["nullspace_damping_ratio"])
         p["q_nullspace"] = check_vector("q_nullspace", p["q_nullspace"], n, lo=None, allow_none=True)
         p["damped_pinv_lambda"] = check_scalar("damped_pinv_lambda", p["damped_pinv_lambda"])
         fa = p["force_axes"]
@@ -129,16 +147,22 @@ class CartesianImpedance(ControlLaw):
         self.d_given = np.array([x is not None for x in d])
         self.D_fixed = np.array([0.0 if x is None else x for x in d])
         self._all_d_given = bool(np.all(self.d_given))
-        self._two_zeta_sqrt_k = 2.0 * p["task.damping_ratio"] * np.sqrt(self.K)
+        self._two_zeta = 2.0 * p["task.damping_ratio"]
+        self._dgiven_idx = np.flatnonzero(self.d_given)
         self.K_ns = p["nullspace_stiffness"].copy()
         self.D_ns = None if p["nullspace_damping"] is None else p["nullspace_damping"].copy()
-        self._2sqrt_kns = 2.0 * np.sqrt(self.K_ns)
+        self._two_zeta_ns = 2.0 * p["nullspace_damping_ratio"]
         if p["q_nullspace"] is not None:
             self.q_ns = p["q_nullspace"].copy()
         self.lam2 = p["damped_pinv_lambda"] ** 2
-        self.S = np.array(p["force_axes"], dtype=bool)
+        S = np.array(p["force_axes"], dtype=bool)
+        if getattr(self, "S", None) is not None and not np.array_equal(S, self.S):
+            self._integral[:] = 0.0           # other force axes: the old integral means nothing
+        self.S = S
         self._any_force = bool(self.S.any())
+        self._stiff = ~S                      # the axes whose error is clipped
         self.force_kp, self.force_ki = p["force_kp"].copy(), p["force_ki"].copy()
+        self._integral[self.force_ki == 0.0] = 0.0
         self.D = self.D_fixed.copy()
         if frame_changed:
             self.R_d = None                   # re-taken from the current pose at the next compute
@@ -173,6 +197,8 @@ class CartesianImpedance(ControlLaw):
         wr = np.zeros(6) if ref.wrench is None else np.array(ref.wrench, dtype=float).reshape(-1)
         if tw.shape != (6,) or wr.shape != (6,) or not (np.all(np.isfinite(tw)) and np.all(np.isfinite(wr))):
             raise ValueError("reference: twist and wrench must be 6 finite numbers")
+        if not np.array_equal(wr, self.wrench_d):
+            self._integral[:] = 0.0           # a new force reference: start its integral afresh
         self.R_d, self.p_d, self.twist_d[:], self.wrench_d[:] = R, p, tw, wr
         self._quat_d = spatial.matrix_to_quat(R)
         self.info.status = "reference"
@@ -202,8 +228,7 @@ class CartesianImpedance(ControlLaw):
         if self.R_d is None:
             self.reset(state)
         M, g, J, R, p = self._kinematics(q)
-        Mdiag = np.diagonal(M)
-        cM, info = dpotrf(M, lower=0, clean=0)            # M = U^T U (upper triangle read)
+        cM, info = dpotrf(M, lower=0, clean=1)            # M = U^T U (upper triangle read)
         if info != 0:
             tau.fill(np.nan)
             self.info.status = "mass matrix not positive definite"
@@ -214,14 +239,8 @@ class CartesianImpedance(ControlLaw):
         np.subtract(self.p_d, p, out=e[:3])
         e[3:] = pin.log3(self.R_d @ R.T)
         mp, mr = self._params["max_pos_error"], self._params["max_rot_error"]
-        if mp > 0.0:
-            n_e = math.sqrt(e[0] * e[0] + e[1] * e[1] + e[2] * e[2])
-            if n_e > mp:
-                e[:3] *= mp / n_e
-        if mr > 0.0:
-            n_e = math.sqrt(e[3] * e[3] + e[4] * e[4] + e[5] * e[5])
-            if n_e > mr:
-                e[3:] *= mr / n_e
+        if mp > 0.0 or mr > 0.0:
+            self._clip_error(e, mp, mr)
         xd = np.dot(J, v, out=self._xd)
 
         # task-space inertia: A = J M^-1 J^T + lambda^2 I = Lambda^-1
@@ -232,20 +251,21 @@ class CartesianImpedance(ControlLaw):
         if info != 0:                                   # singular with lambda = 0: regularise
             A.flat[::7] += 1e-9 * max(np.trace(A), 1.0)
             cA, info = dpotrf(A, lower=0, clean=1)
-        if not self._all_d_given:
-            Ui, _ = dtrtri(cA, lower=0)                 # Lambda = A^-1 = U^-1 U^-T
-            lam_diag = np.einsum("ij,ij->i", Ui, Ui)    # diag(Lambda): row norms of U^-1
-            D = self.D
-            np.sqrt(np.maximum(lam_diag, 0.0), out=D)
-            D *= self._two_zeta_sqrt_k
-            np.copyto(D, self.D_fixed, where=self.d_given)
-        else:
-            D = self.D_fixed
-
         # task wrench F = K e + D (xdot_d - xdot) + F_d
         F = self._F
         np.subtract(self.twist_d, xd, out=F)
-        F *= D
+        if not self._all_d_given:
+            Ui, _ = dtrtri(cA, lower=0)                 # Lambda = A^-1 = U^-1 U^-T: L = U^-1
+            D = critical_damping(cA, Ui.T, self.K, self._two_zeta)
+            gi = self._dgiven_idx
+            if gi.size:                                 # given axes: decoupled, their own value
+                D[gi, :] = 0.0
+                D[:, gi] = 0.0
+                D[gi, gi] = self.D_fixed[gi]
+            self.D = D
+            F[:] = D @ F
+        else:
+            F *= self.D_fixed
         if self._any_force:
             self._force_axes(state, R, F)
         else:
@@ -255,10 +275,11 @@ class CartesianImpedance(ControlLaw):
 
         # dynamically consistent nullspace: tau += tau0 - J^T Lambda (J M^-1 tau0)
         t0 = self._tau0
-        np.subtract(self.q_ns, q, out=t0)
+        shortest_error(self.q_ns, q, self.continuous, out=t0)
         t0 *= self.K_ns
         if self.D_ns is None:
-            t0 -= self._2sqrt_kns * np.sqrt(Mdiag) * v
+            Mi, _ = dtrtri(cM, lower=0)                 # M = U^T U: L = U^T, L^-1 = U^-T
+            t0 -= critical_damping(Mi.T, cM, self.K_ns, self._two_zeta_ns) @ v
         else:
             t0 -= self.D_ns * v
         y, _ = dpotrs(cA, X.T @ t0, lower=0)           # Lambda J M^-1 tau0
@@ -273,6 +294,17 @@ class CartesianImpedance(ControlLaw):
         self.info.reference[3:] = self._quat_d
         self.info.error[:] = e
         return tau.copy()
+
+    def _clip_error(self, e, mp, mr):
+        """Scale the position (rotation) error of the stiffness axes to norm <= mp (mr); 0: off."""
+        st = self._stiff
+        for lo, lim in ((0, mp), (3, mr)):
+            if lim > 0.0:
+                m = st[lo:lo + 3]
+                seg = e[lo:lo + 3]
+                n_e = math.sqrt(float(np.dot(seg[m], seg[m])))
+                if n_e > lim:
+                    seg[m] *= lim / n_e
 
     def _force_axes(self, state, R, F):
         """F (holding D (xdot_d - xdot)) += K e + F_d on stiffness axes, force PI on force axes."""
@@ -299,5 +331,9 @@ class CartesianImpedance(ControlLaw):
         ef = Fd + w_lwa                                  # F_d - (robot on environment = -w)
         self._integral += np.where(S, ef * dt, 0.0)
         lim = self._params["force_integral_limit"]
-        it = np.clip(self.force_ki * self._integral, -lim, lim)
+        ki = self.force_ki
+        # anti-windup: clamp the stored integral, |ki int| <= lim (int = 0 where ki = 0)
+        bound = np.divide(lim, ki, out=np.zeros(6), where=ki > 0.0)
+        np.clip(self._integral, -bound, bound, out=self._integral)
+        it = ki * self._integral
         F += np.where(S, self.force_kp * ef + it, 0.0)

@@ -6,6 +6,9 @@
 so the closed-loop error obeys e'' + kd e' + kp e = 0 on a perfect model.  Gains: kp, kd (nv each), or
 omega, zeta (natural frequency rad/s, damping ratio): kp = omega^2, kd = 2 zeta omega.  kp given
 without kd: kd = 2 sqrt(kp) (critical damping).  Setting omega or zeta in an update drops kp/kd.
+"Critical" is exact here: with a perfect model the error dynamics decouple into nv scalar equations,
+each with damping ratio kd_i / (2 sqrt(kp_i)) (= zeta with omega, zeta).  The error q_d - q of a
+continuous joint is the shortest angle (wrapped to [-pi, pi)).
 """
 import numpy as np
 
