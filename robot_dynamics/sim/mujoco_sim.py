@@ -116,6 +116,10 @@ def mujoco_urdf(urdf):
             for e in j.findall(tag):
                 j.remove(e)
         frame_link[j.get("name")] = j.find("child").get("link")
+        lim = j.find("limit")
+        if lim is not None and lim.get("lower") is not None and lim.get("lower") == lim.get("upper"):
+            del lim.attrib["lower"], lim.attrib["upper"]   # a zero-width range: no limit (MuJoCo would
+            #                                                say so in MUJOCO_LOG.TXT, then ignore it)
     for e in root.findall("mujoco"):
         root.remove(e)
     mj = ET.SubElement(root, "mujoco")
