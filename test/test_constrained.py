@@ -1,0 +1,198 @@
+"""Constrained forward dynamics of the reference layer against independent oracles:
+Pinocchio 4's constraint dynamics (RigidConstraintModel + constraintDynamics), the contact (Signorini,
+Coulomb pyramid) conditions evaluated with Pinocchio's M, h and Jacobians, and MuJoCo's contact solver
+on a Panda pressing on a table.
+
+Tolerances: against Pinocchio 1e-9 (scaled by max(1, |x|)); both solve the same equations exactly.
+Against MuJoCo 2e-3 relative on the contact force at rest: MuJoCo's contacts are soft (solref 2 ms,
+solimp 0.99-0.999) and the arm is at rest only to ~1e-4 rad/s.
+"""
+import mujoco
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from robot_dynamics.dynamics import reference as ref
+from robot_dynamics.dynamics.reference.constrained import (Contact, FrameConstraint, constrained_dynamics,
+                                                           contact_dynamics)
+
+TOL = 1e-9
+TCP = "panda_hand_tcp"
+Q0 = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.785])     # hand pointing down, tcp 0.41 m high
+
+
+def scaled_err(x, y):
+    x = np.asarray(x, float)
+    return float(np.max(np.abs(x - np.asarray(y, float)))) / max(1.0, float(np.max(np.abs(x))))
+
+
+@pytest.fixture(scope="module")
+def rd(model):
+    return ref.RefData(model.tree)
+
+
+def pin_constraint_dynamics(model, q, v, tau, kind):
+    pm = model.pin_model
+    fr = pm.frames[pm.getFrameId(TCP)]
+    ctype = pin.ContactType.CONTACT_3D if kind == "point" else pin.ContactType.CONTACT_6D
+    cm = pin.RigidConstraintModel(ctype, pm, fr.parentJoint, fr.placement, pin.LOCAL_WORLD_ALIGNED)
+    cms, cds = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
+    cms.append(cm)
+    cds.append(cm.createData())
+    d = pm.createData()
+    pin.initConstraintDynamics(pm, d, cms, cds)
+    a = pin.constraintDynamics(pm, d, q, v, tau, cms, cds, pin.ProximalSettings(1e-14, 0.0, 1))
+    return a, cds[0].contact_force.vector[:3 if kind == "point" else 6]
+
+
+def pin_terms(model, q, v):
+    """M, h and the tcp's LOCAL_WORLD_ALIGNED Jacobian and drift Jdot v, from Pinocchio."""
+    pm = model.pin_model
+    d = pm.createData()
+    fid = pm.getFrameId(TCP)
+    M = pin.crba(pm, d, q)
+    M = np.triu(M) + np.triu(M, 1).T
+    h = pin.nonLinearEffects(pm, d, q, v)
+    J = pin.computeFrameJacobian(pm, d, q, fid, pin.LOCAL_WORLD_ALIGNED)
+    pin.computeJointJacobiansTimeVariation(pm, d, q, v)
+    pin.updateFramePlacements(pm, d)
+    dJ = pin.getFrameJacobianTimeVariation(pm, d, fid, pin.LOCAL_WORLD_ALIGNED)
+    return M, h, J, dJ @ v
+
+
+@pytest.mark.parametrize("kind", ["point", "6d"])
+def test_bilateral_matches_pinocchio(model, rd, kind):
+    """Pinocchio's 6D contact holds the frame's spatial acceleration, ours the classical one: the two
+    agree on states that satisfy the velocity constraint, so v is projected onto J v = 0 for 6d."""
+    rng = np.random.default_rng(1)
+    for _ in range(4):
+        q = model.random_configuration(rng)
+        v, tau = rng.normal(size=7), rng.normal(size=7) * 5.0
+        if kind == "6d":
+            _, _, J, _ = pin_terms(model, q, v)
+            v = v - np.linalg.pinv(J) @ (J @ v)
+        a_pin, f_pin = pin_constraint_dynamics(model, q, v, tau, kind)
+        a, (w,) = constrained_dynamics(model.tree, rd, q, v, tau, [FrameConstraint(TCP, kind)])
+        assert scaled_err(a_pin, a) < TOL
+        assert scaled_err(f_pin, w) < TOL
+
+
+def test_baumgarte_terms_set_the_constraint_acceleration(model, rd):
+    """With gains (Kp, Kd) the frame origin accelerates as p'' = -Kd p' - Kp (p - p*), p'' and p'
+    from Pinocchio's Jacobians at the solved a."""
+    rng = np.random.default_rng(2)
+    q, v, tau = model.random_configuration(rng), rng.normal(size=7), rng.normal(size=7)
+    target = np.array([0.3, 0.1, 0.5])
+    a, _ = constrained_dynamics(model.tree, rd, q, v, tau, [FrameConstraint(TCP, "point", target_p=target)],
+                                baumgarte=(100.0, 20.0))
+    _, _, J, gamma = pin_terms(model, q, v)
+    pm = model.pin_model
+    d = pm.createData()
+    pin.framesForwardKinematics(pm, d, q)
+    p = d.oMf[pm.getFrameId(TCP)].translation
+    expected = -20.0 * (J[:3] @ v) - 100.0 * (p - target)
+    assert scaled_err(expected, J[:3] @ a + gamma[:3]) < TOL
+
+
+def check_contact_conditions(model, q, v, tau, a, f, mu=None):
+    """Equations of motion and the contact conditions, with Pinocchio's M, h, J, Jdot v.
+    Frictionless: Signorini (lambda_n >= 0, c''_n >= 0, lambda_n c''_n = 0), no tangential force.
+    Pyramid (F = 4, |f_t1| + |f_t2| <= mu f_n): f in the cone K, c'' in its dual cone K* (c'' . e >= 0
+    on every edge e = n +- mu t_k of K) and f . c'' = 0: the KKT conditions of Gauss's principle over
+    the cone (Anitescu's relaxation of Coulomb friction, MuJoCo's too)."""
+    M, h, J, gamma = pin_terms(model, q, v)
+    assert scaled_err(M @ a + h, tau + J[:3].T @ f) < TOL            # M a + h = tau + J^T f
+    acc = J[:3] @ a + gamma[:3]                                      # contact point acceleration
+    scale = max(1.0, float(np.max(np.abs(f))))
+    assert f[2] >= -1e-9 and acc[2] >= -1e-7                          # lambda_n >= 0, c''_n >= 0
+    assert abs(f @ acc) < 1e-7 * scale                               # complementarity
+    if mu is None:
+        assert np.max(np.abs(f[:2])) < 1e-9
+    else:
+        assert abs(f[0]) + abs(f[1]) <= mu * f[2] + 1e-9
+        for e in ([mu, 0, 1], [-mu, 0, 1], [0, mu, 1], [0, -mu, 1]):
+            assert acc @ np.array(e) >= -1e-7
+    return acc
+
+
+def test_unilateral_contact_releases_when_pulled(model, rd, pinb):
+    """A torque lifting the hand: no contact force, the free ABA acceleration."""
+    _, _, J, _ = pin_terms(model, Q0, np.zeros(7))
+    tau = pinb.gravity(Q0) + J[:3].T @ np.array([0.0, 0.0, 20.0])
+    a, f, _ = contact_dynamics(model.tree, rd, Q0, np.zeros(7), tau, [Contact(TCP)])
+    assert np.max(np.abs(f)) < 1e-9
+    assert scaled_err(pinb.aba(Q0, np.zeros(7), tau), a) < TOL
+    acc = check_contact_conditions(model, Q0, np.zeros(7), tau, a, f[0])
+    assert acc[2] > 1.0                                              # the hand leaves the table
+
+
+def test_unilateral_contact_pushes_when_pressed(model, rd, pinb):
+    rng = np.random.default_rng(3)
+    v = rng.normal(size=7) * 0.1
+    _, _, J, _ = pin_terms(model, Q0, v)
+    tau = pinb.gravity(Q0) + J[:3].T @ np.array([2.0, -1.0, -30.0])
+    a, f, _ = contact_dynamics(model.tree, rd, Q0, v, tau, [Contact(TCP, mu=0.8)])
+    acc = check_contact_conditions(model, Q0, v, tau, a, f[0], mu=0.8)
+    assert f[0][2] > 10.0 and np.max(np.abs(acc)) < 1e-7              # sticking: c'' = 0
+    a_pin, f_pin = pin_constraint_dynamics(model, Q0, v, tau, "point")  # = the bilateral contact
+    assert scaled_err(a_pin, a) < 1e-8 and scaled_err(f_pin, f[0]) < 1e-8
+
+
+def test_unilateral_contact_slides_on_the_pyramid(model, rd, pinb):
+    """Pushed sideways beyond mu: the force sits on the pyramid's face and opposes the sliding."""
+    _, _, J, _ = pin_terms(model, Q0, np.zeros(7))
+    tau = pinb.gravity(Q0) + J[:3].T @ np.array([15.0, 0.0, -20.0])
+    a, f, _ = contact_dynamics(model.tree, rd, Q0, np.zeros(7), tau, [Contact(TCP, mu=0.3)])
+    f = f[0]
+    acc = check_contact_conditions(model, Q0, np.zeros(7), tau, a, f, mu=0.3)
+    assert abs(abs(f[0]) + abs(f[1]) - 0.3 * f[2]) < 1e-9 * f[2]     # on the boundary
+    assert acc[0] > 1e-3 and f[0] < 0                                # slides along +x, friction -x
+    assert f[:2] @ acc[:2] < 0                                       # friction dissipates
+
+
+def test_bad_constraints_are_refused(model, rd):
+    q, v, tau = Q0, np.zeros(7), np.zeros(7)
+    with pytest.raises(ValueError, match="kind"):
+        constrained_dynamics(model.tree, rd, q, v, tau, [FrameConstraint(TCP, "plane")])
+    with pytest.raises(ValueError, match="redundant"):
+        constrained_dynamics(model.tree, rd, q, v, tau, [FrameConstraint(TCP, "6d"), FrameConstraint(TCP, "6d")])
+    with pytest.raises(ValueError, match="mu"):
+        contact_dynamics(model.tree, rd, q, v, tau, [Contact(TCP, mu=-1.0)])
+
+
+def test_contact_force_matches_mujoco_on_a_table(model, rd, pinb):
+    """The Panda's hand (a 1 cm sphere at the tcp) pressed on a table in MuJoCo (pyramidal cone,
+    mu = 0.8, stiff contacts), held by PD + gravity compensation + a pushing force, settles; at the
+    final state both solvers give the contact force from (q, v, tau)."""
+    from robot_dynamics.sim.mujoco_sim import MujocoSim
+    r = 0.01
+    top = pinb.frame_placement(Q0, TCP)[1][2] - r - 0.003
+    sim = MujocoSim(model, dt=0.0005, table=top, damping=2.0, integrator="RK4")
+    mm = sim.m
+    mm.opt.cone = mujoco.mjtCone.mjCONE_PYRAMIDAL
+    mm.geom_friction[:, 0] = 0.8
+    mm.geom_solref[:] = [0.002, 1.0]
+    mm.geom_solimp[:] = [0.99, 0.999, 0.001, 0.5, 2.0]
+    sim.reset(Q0)
+    push = np.array([3.0, -2.0, -15.0])
+
+    def control(q, v):
+        J = pinb.frame_jacobian(q, TCP, "local_world_aligned")[:3]
+        return pinb.gravity(q) + 100.0 * (Q0 - q) - 10.0 * v + J.T @ push
+    for _ in range(4000):
+        sim.step(control(sim.q, sim.v))
+    q, v = sim.q, sim.v
+    tau = control(q, v)
+    d = sim.d
+    d.ctrl[sim._act] = tau
+    mujoco.mj_forward(mm, d)
+    assert d.ncon == 1 and np.max(np.abs(v)) < 1e-3
+    f6 = np.zeros(6)
+    mujoco.mj_contactForce(mm, d, 0, f6)
+    f_mj = d.contact[0].frame.reshape(3, 3).T @ f6[:3]               # on geom2, from geom1 (world axes)
+    if mm.geom(d.contact[0].geom1).name == "contact_sphere":
+        f_mj = -f_mj                                                  # we want the force on the robot
+    a, f, _ = contact_dynamics(model.tree, rd, q, v, tau, [Contact(TCP, mu=0.8, offset=[0.0, 0.0, -r])])
+    assert np.linalg.norm(f[0] - f_mj) < 2e-3 * np.linalg.norm(f_mj)
+    assert f[0][2] > 10.0 and abs(f[0][0]) > 1.0                      # pressing, and friction holding
+    assert np.max(np.abs(a - d.qacc[sim._dadr])) < 1e-2
