@@ -1,12 +1,14 @@
 """Model building: DH / modified-DH tables against the equivalent URDF, payloads against an
 independent oracle, locked joints against the full model, and clear ValueErrors on bad input."""
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from robot_dynamics.dynamics import Model, PinocchioBackend, ReferenceBackend, self_check
+from robot_dynamics.dynamics import (InertiaWarning, Model, PinocchioBackend, ReferenceBackend,
+                                     SelfCheckError, self_check)
 from robot_dynamics.dynamics import robots
 from robot_dynamics.dynamics.reference import spatial
 from test_dynamics_crosscheck import scaled_err
@@ -420,19 +422,200 @@ def _panda_table():
 
 
 @pytest.mark.parametrize("edit,match", [
-    (lambda t: t["joints"][2].update(mass=-3.0), "joint 'panda_joint3'.*mass must be a finite number >= 0"),
-    (lambda t: t["joints"][0].update(inertia=[0.1, 0, 0, 0.1, 0, 0.5]), "panda_joint1.*triangle inequality"),
-    (lambda t: t["joints"][0].update(inertia=[0.1, 0, 0, 0.1, 0, -0.01]), "panda_joint1.*not positive definite"),
+    (lambda t: t["joints"][2].update(mass=float("inf")), "joint 'panda_joint3'.*mass must be finite"),
     (lambda t: t["joints"][1].update(a="x"), "panda_joint2.*a='x' is not a number"),
     (lambda t: t["joints"][1].update(d=float("nan")), "panda_joint2.*d must be finite"),
     (lambda t: t["joints"][4].update(type="spherical"), "panda_joint5.*type must be"),
     (lambda t: t["joints"][4].update(com=[0, 0]), "panda_joint5.*com needs 3 numbers"),
     (lambda t: t.update(convention="craig"), "convention must be 'modified' or 'standard'"),
     (lambda t: t.update(joints=[]), "non-empty 'joints' list"),
-], ids=["negative-mass", "triangle", "non-pd", "not-a-number", "nan", "joint-type", "com-length",
+], ids=["infinite-mass", "not-a-number", "nan", "joint-type", "com-length",
         "convention", "no-joints"])
 def test_bad_dh_table_raises_clear_valueerror(edit, match):
     table = _panda_table()
     edit(table)
     with pytest.raises(ValueError, match=match):
         Model.from_dh(table)
+
+
+@pytest.mark.parametrize("edit,match", [
+    (lambda t: t["joints"][2].update(mass=-3.0), "link 'panda_link3'.*negative mass -3"),
+    (lambda t: t["joints"][0].update(inertia=[0.1, 0, 0, 0.1, 0, 0.5]), "panda_link1.*triangle inequality"),
+    (lambda t: t["joints"][0].update(inertia=[0.1, 0, 0, 0.1, 0, -0.01]), "panda_link1.*not positive definite"),
+], ids=["negative-mass", "triangle", "non-pd"])
+def test_non_physical_dh_table_warns_and_strict_refuses(edit, match):
+    table = _panda_table()
+    edit(table)
+    with pytest.warns(InertiaWarning, match=match):
+        Model.from_dh(table)
+    with pytest.raises(ValueError, match="strict=True.*" + match):
+        Model.from_dh(table, strict=True)
+
+
+# ---- models a user brings: non-physical inertials, massless joints, name clashes, xacro ----
+@pytest.mark.parametrize("m,ixx,iyy,izz,match", [
+    (-1.0, 0.01, 0.01, 0.01, r"negative mass -1 kg"),
+    (1.0, -0.01, 0.01, 0.01, r"not positive definite \(eigenvalues \[-0.01"),
+    (1.0, 0.01, 0.01, 0.05, r"triangle inequality I1 \+ I2 >= I3 \(0.02 < 0.05\)"),
+    (0.0, 0.02, 0.02, 0.03, r"zero mass with a non-zero rotational inertia"),
+], ids=["negative-mass", "non-pd", "triangle", "zero-mass-with-inertia"])
+@pytest.mark.parametrize("backend", BACKENDS, ids=BACKEND_IDS)
+def test_non_physical_inertia_warns_and_keeps_the_urdf_values(m, ixx, iyy, izz, match, backend):
+    """Loaded with an InertiaWarning naming the link and the numbers, listed in model.warnings, and
+    computed with the URDF's values: one body on a z joint at its centre of mass has M = izz."""
+    urdf = two_link_urdf(m=m, ixx=ixx, iyy=iyy, izz=izz)
+    with pytest.warns(InertiaWarning, match="URDF link 'l1': .*" + match):
+        model = Model.from_urdf_string(urdf)
+    assert len(model.warnings) == 1 and re.search(match, model.warnings[0])
+    assert backend(model).mass_matrix(np.zeros(1))[0, 0] == pytest.approx(izz, abs=1e-15)
+    if m >= 0:   # the reference's potential energy skips bodies of negative mass (reference/energy.py)
+        assert self_check(model, n_states=2).warnings == model.warnings
+    with pytest.raises(ValueError, match=r"strict=True\): URDF link 'l1': .*" + match):
+        Model.from_urdf_string(urdf, strict=True)
+
+
+def massless_tail_urdf():
+    """l1 (1 kg) on revolute j1; then l2 (no <inertial>) on revolute j2 and l3 (no <inertial>) on
+    prismatic j3: j2 and j3 move nothing, two zero rows of M."""
+    lim = '<limit lower="-1" upper="1" velocity="1" effort="1"/>'
+    return ('<robot name="r"><link name="base"/>'
+            f'<link name="l1">{INERTIAL.format(m=1.0, ixx=0.01, iyy=0.01, izz=0.01)}</link>'
+            '<link name="l2"/><link name="l3"/>'
+            f'<joint name="j1" type="revolute"><parent link="base"/><child link="l1"/><axis xyz="0 0 1"/>{lim}</joint>'
+            f'<joint name="j2" type="revolute"><parent link="l1"/><child link="l2"/>'
+            f'<origin xyz="0.3 0 0"/><axis xyz="0 0 1"/>{lim}</joint>'
+            f'<joint name="j3" type="prismatic"><parent link="l2"/><child link="l3"/><axis xyz="0 0 1"/>{lim}</joint>'
+            '</robot>')
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=BACKEND_IDS)
+def test_massless_joints_get_the_documented_inertia_and_m_stays_positive_definite(backend):
+    from robot_dynamics.dynamics.model import MIN_JOINT_INERTIA as eps
+    with pytest.warns(InertiaWarning, match="joint 'j2' moves no inertia"):
+        model = Model.from_urdf_string(massless_tail_urdf())
+    assert [w.split()[1] for w in model.warnings] == ["'j2'", "'j3'"]
+    assert "1e-06 kg m^2 added to link 'l2'" in model.warnings[0]
+    assert "1e-06 kg added to link 'l3'" in model.warnings[1]
+    dyn = backend(model)
+    q = np.array([0.2, -0.4, 0.0])
+    M = dyn.mass_matrix(q)
+    # j2 turns l2's isotropic rotor (eps) and l3's point mass (eps) on its axis; j3 lifts eps kg;
+    # j1 adds them to its own 0.01 + 0.3^2 lever arm for l3's mass
+    assert M[1, 1] == pytest.approx(eps, rel=1e-12) and M[2, 2] == pytest.approx(eps, rel=1e-12)
+    assert M[0, 0] == pytest.approx(0.01 + eps + eps * 0.3 ** 2, rel=1e-12)
+    np.linalg.cholesky(M)
+    v, tau = np.array([0.3, -0.1, 0.2]), np.array([0.5, 1e-7, -2e-7])
+    a = dyn.aba(q, v, tau)
+    assert np.all(np.isfinite(a))
+    assert np.allclose(a, np.linalg.solve(M, tau - dyn.nonlinear_effects(q, v)), rtol=1e-9, atol=1e-9)
+    # gravity is the URDF's up to the documented eps kg lifted by j3 (the rotor has no mass)
+    assert np.allclose(dyn.gravity(q), [0.0, 0.0, eps * 9.81], atol=1e-15)
+    assert max(self_check(model, n_states=3).values()) <= 1e-9
+
+
+def test_massless_joints_without_regularisation_are_refused_by_the_self_check():
+    with pytest.warns(InertiaWarning):
+        model = Model.from_urdf_string(massless_tail_urdf(), min_joint_inertia=0)
+    M = PinocchioBackend(model).mass_matrix(np.zeros(3))
+    assert np.all(M[1:, :] == 0.0)
+    with pytest.raises(SelfCheckError, match="not positive definite.*load warnings: joint 'j2'"):
+        self_check(model, n_states=1)
+    with pytest.raises(ValueError, match=r"strict=True\): joint 'j2' moves no inertia"):
+        Model.from_urdf_string(massless_tail_urdf(), strict=True)
+
+
+def shared_name_urdf():
+    """anymal_c's pattern: link 'hip' fixed on l1 at x = 0.2, and a joint also called 'hip' whose
+    parent is that link; the joint turns 'thigh' about y."""
+    lim = '<limit lower="-3" upper="3" velocity="1" effort="1"/>'
+    inert = INERTIAL.format(m=1.0, ixx=0.01, iyy=0.01, izz=0.01)
+    return ('<robot name="r"><link name="base"/>'
+            f'<link name="l1">{inert}</link><link name="hip"/><link name="thigh">{inert}</link>'
+            f'<joint name="j1" type="revolute"><parent link="base"/><child link="l1"/>'
+            f'<origin xyz="0 0 0.1"/><axis xyz="0 0 1"/>{lim}</joint>'
+            '<joint name="f" type="fixed"><parent link="l1"/><child link="hip"/><origin xyz="0.2 0 0"/></joint>'
+            f'<joint name="hip" type="revolute"><parent link="hip"/><child link="thigh"/><axis xyz="0 1 0"/>{lim}</joint>'
+            '</robot>')
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=BACKEND_IDS)
+def test_link_and_joint_of_the_same_name_resolve_to_the_link(backend):
+    """The name is the link's frame: it turns with j1 only (the joint's own frame is 'thigh')."""
+    model = Model.from_urdf_string(shared_name_urdf())
+    dyn = backend(model)
+    q1, q2 = 0.7, -1.1
+    R, p = dyn.frame_placement(np.array([q1, q2]), "hip")
+    assert np.allclose(p, [0.2 * np.cos(q1), 0.2 * np.sin(q1), 0.1], atol=1e-15)
+    assert np.allclose(R, spatial.rotation_about(np.array([0.0, 0, 1]), q1), atol=1e-15)
+    J = dyn.frame_jacobian(np.array([q1, q2]), "hip", "world")
+    assert np.allclose(J[:, 1], 0.0)                       # the joint 'hip' does not move the link
+    Rt, _ = dyn.frame_placement(np.array([q1, q2]), "thigh")
+    assert np.allclose(Rt, spatial.rotation_about(np.array([0.0, 0, 1]), q1)
+                       @ spatial.rotation_about(np.array([0.0, 1, 0]), q2), atol=1e-15)
+    assert max(self_check(model, n_states=2, frames=["hip", "thigh"]).values()) <= 1e-9
+
+
+MACROS_XACRO = """<?xml version="1.0"?>
+<robot xmlns:xacro="http://www.ros.org/wiki/xacro">
+  <xacro:macro name="arm_link" params="name mass length">
+    <link name="${name}">
+      <inertial><origin xyz="${length} 0 0"/><mass value="${mass}"/>
+        <inertia ixx="0.001" ixy="0" ixz="0" iyy="0.001" iyz="0" izz="0.001"/></inertial>
+    </link>
+  </xacro:macro>
+</robot>
+"""
+ROBOT_XACRO = """<?xml version="1.0"?>
+<robot name="xarm" xmlns:xacro="http://www.ros.org/wiki/xacro">
+  <xacro:arg name="mass" default="1.0"/>
+  <xacro:arg name="length" default="0.5"/>
+  <xacro:arg name="prefix" default=""/>
+  <xacro:include filename="macros.xacro"/>
+  <xacro:property name="p" value="$(arg prefix)"/>
+  <link name="${p}base"/>
+  <xacro:arm_link name="${p}link1" mass="$(arg mass)" length="$(arg length)"/>
+  <joint name="${p}joint1" type="revolute">
+    <parent link="${p}base"/><child link="${p}link1"/><axis xyz="0 1 0"/>
+    <limit lower="-3" upper="3" velocity="1" effort="${10 * 2}"/>
+  </joint>
+</robot>
+"""
+
+
+@pytest.fixture
+def xacro_file(tmp_path):
+    (tmp_path / "macros.xacro").write_text(MACROS_XACRO)
+    path = tmp_path / "robot.urdf.xacro"
+    path.write_text(ROBOT_XACRO)
+    return path
+
+
+@pytest.mark.parametrize("args,mass,length,prefix", [
+    (None, 1.0, 0.5, ""),
+    ({"mass": 2.5, "length": 0.4, "prefix": "left_"}, 2.5, 0.4, "left_"),
+], ids=["defaults", "args"])
+def test_xacro_file_with_arguments(xacro_file, args, mass, length, prefix):
+    """Macro + include + args expanded by the xacro package: the names, the effort expression and the
+    gravity torque of a mass m at length L on a y axis (g(0) = -m g L) are the arguments'."""
+    model = Model.from_urdf_file(xacro_file, xacro_args=args)
+    assert model.joint_names == [f"{prefix}joint1"] and f"{prefix}link1" in model.frame_names
+    assert model.effort_limits[0] == 20.0
+    for backend in BACKENDS:
+        assert backend(model).gravity(np.zeros(1))[0] == pytest.approx(-mass * 9.81 * length, rel=1e-12)
+    same = Model.from_description(str(xacro_file), xacro_args=args)
+    assert same.urdf == model.urdf and same.source == str(xacro_file)
+
+
+def test_from_description_takes_text_or_path(tmp_path, xacro_file):
+    text = two_link_urdf()
+    assert Model.from_description(text).joint_names == ["j1"]
+    (tmp_path / "r.urdf").write_text(text)
+    assert Model.from_description(tmp_path / "r.urdf").joint_names == ["j1"]
+    with pytest.raises(ValueError, match="xacro_args apply to a .xacro file"):
+        Model.from_description(text, xacro_args={"a": 1})
+    with pytest.raises(ValueError, match="URDF file not found"):
+        Model.from_description(str(tmp_path / "none.urdf.xacro"))
+    bad = tmp_path / "bad.urdf.xacro"
+    bad.write_text(ROBOT_XACRO.replace("$(arg mass)", "${undefined_property}"))
+    with pytest.raises(ValueError, match="xacro bad.urdf.xacro:.*undefined_property"):
+        Model.from_urdf_file(bad)

@@ -247,8 +247,9 @@ class PinocchioBackend(Backend):
         if fid is None or rf is None:
             fid, rf = self._fid(frame), _PIN_REF[self._ref(reference)]
         if self._fast(q):
-            return pin.computeFrameJacobian(self.pm, self.data, q, fid, rf)
-        J = pin.computeFrameJacobian(self.pm, self.data, self._pq(q), fid, rf)
+            J = pin.computeFrameJacobian(self.pm, self.data, q, fid, rf)
+            return J if J.ndim == 2 else J.reshape(6, 1)      # Pinocchio flattens a 6x1 result
+        J = pin.computeFrameJacobian(self.pm, self.data, self._pq(q), fid, rf).reshape(6, -1)
         return J if self._perm is None else J[:, self._perm]
 
     def frame_jacobian_dot(self, q, v, frame, reference="local"):
@@ -260,7 +261,7 @@ class PinocchioBackend(Backend):
         else:
             pin.computeJointJacobiansTimeVariation(self.pm, self.data, self._pq(q), self._pv(v))
         pin.updateFramePlacement(self.pm, self.data, fid)
-        dJ = pin.getFrameJacobianTimeVariation(self.pm, self.data, fid, rf)
+        dJ = pin.getFrameJacobianTimeVariation(self.pm, self.data, fid, rf).reshape(6, -1)
         return dJ if self._perm is None else dJ[:, self._perm]
 
     def kinetic_energy(self, q, v):
