@@ -1,0 +1,466 @@
+"""Franka bridge: a Franka Panda / FR3 over libfranka's protocol (franky), presented as a ros2_control
+hardware interface would present it (the role of franka_ros2's hardware interface).
+
+    python -m robot_dynamics.nodes.franka_bridge --ros-args --params-file config/fr3_bridge.yaml \
+        -p robot_ip:=172.16.0.2
+    ros2 launch robot_dynamics franka.launch.py robot_ip:=127.0.0.1 controller:=joint_impedance mode:=topic
+
+  publishes   /joint_states            sensor_msgs/JointState  q, dq, measured tau_J at the robot rate (1 kHz),
+                                       `joints` names (fr3_joint1.. / panda_joint1..)
+              /robot_description       std_msgs/String (transient local): the robot's URDF, joints renamed,
+                                       its end effector (mass from the robot state) as a fixed link, TCP frame
+              /diagnostics             diagnostic_msgs/DiagnosticArray: state, reason, cycles, lost cycles,
+                                       watchdog / guard trips, model cross-check figures, last robot error
+  subscribes  /effort_controller/commands  std_msgs/Float64MultiArray (topic mode), `joints` order [N m],
+                                       WITHOUT gravity (the robot adds it)
+  services    ~/recover                std_srvs/Trigger: after a robot error: automatic error recovery and a
+                                       new torque motion from zero torque; after a watchdog stop: resume.
+                                       The next commands are blended in over ramp_time (no torque jump).
+                                       Never automatic.
+
+Modes (`mode`): `topic`: the controller node runs elsewhere over DDS; `in_process`: the bridge runs
+the ROS-free control loop (law + safety filter + supervisor, robot_dynamics.control.loop) itself in
+the robot's control callback (no DDS hop), and still publishes state and diagnostics.
+
+At connect: the robot's URDF (or `robot_description` / `urdf_path`) is loaded with Pinocchio and
+compared with the robot's own model (gravity, mass matrix, Coriolis) at the current and nearby
+configurations; above the tolerances the bridge refuses to start torque control (it stays up,
+publishing state and the reason).
+
+Gravity: the Franka adds g(q) to every torque command.  A command that carries g(q) (a law with
+compensate_gravity: true) lifts the arm with its own weight; the bridge's gravity guard stops the arm
+when the commanded torque at low speed is mostly g(q) (see hardware.franka.GravityGuard), and the
+in-process mode builds its law with compensate_gravity false whatever the parameters say.
+
+Safety: no command for `command_timeout` (controller or its topics died) -> the bridge's watchdog
+applies a damping torque -D dq (robot holds its weight): the arm stops; franky's own watchdog
+(`signal_timeout`) ends the torque motion if the bridge itself stalls.  A robot error (reflex,
+communication) ends the motion; the reason is logged and published; `~/recover` is the way back.
+"""
+import math
+import sys
+import threading
+import time
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import DurabilityPolicy, QoSProfile
+from rcl_interfaces.srv import GetParameters
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray, String
+from std_srvs.srv import Trigger
+
+from ..dynamics import Model, PinocchioBackend
+from ..hardware import franka as fh
+
+MODES = ("topic", "in_process")
+PARAMETERS = {
+    "robot_ip": ("127.0.0.1", "robot (FCI) address; franky-sim: the loopback address it printed"),
+    "mode": ("topic", "topic: commands from /effort_controller/commands; in_process: run the control "
+                      "loop in the robot's callback (read at start-up)"),
+    "realtime": (True, "require a real-time kernel (libfranka RealtimeConfig.Enforce); false: Ignore "
+                       "(franky-sim, or a test bench)"),
+    "joints": (list(fh.FR3_JOINTS), "names of joints 1..7 on /joint_states, in the URDF and the commands"),
+    "robot_description": ("", "URDF text of the controller's model; empty: the robot's own URDF"),
+    "urdf_path": ("", "URDF file of the controller's model (when robot_description is empty)"),
+    "add_end_effector": (True, "add the end effector the robot reports (m_ee, F_x_Cee, I_ee + load) to "
+                               "the robot's own URDF, and its TCP frame"),
+    "publish_robot_description": (True, "publish the model's URDF on robot_description_topic (transient local)"),
+    "joint_states_topic": ("/joint_states", "sensor_msgs/JointState out"),
+    "command_topic": ("/effort_controller/commands", "std_msgs/Float64MultiArray in (topic mode)"),
+    "robot_description_topic": ("/robot_description", "std_msgs/String out"),
+    "autostart": (True, "start torque control after a passed cross-check; false: on ~/recover"),
+    "command_timeout": (0.1, "[s] without a command (topic mode, once running) -> damping stop"),
+    "ramp_time": (0.5, "[s] blend from the applied torque to the commands at start and resume"),
+    "stop_damping": ([20.0, 20.0, 20.0, 20.0, 5.0, 5.0, 2.0], "[N m s/rad] damping of the stop"),
+    "signal_timeout": (0.05, "[s] franky's watchdog on set_torque (ends the motion)"),
+    "max_delta_tau": (1.0, "[N m] largest torque change per robot cycle (franky; libfranka allows 1000 N m/s)"),
+    "cross_check_gravity_tol": (0.3, "[N m] largest |g_ours - g_robot| accepted"),
+    "cross_check_mass_tol": (0.03, "[kg m^2] largest |M_ours - M_robot| element accepted"),
+    "cross_check_coriolis_tol": (0.1, "[N m] largest |C_ours v - c_robot| accepted (|v_i| = 0.5 rad/s)"),
+    "cross_check_configs": (6, "nearby configurations besides the current one"),
+    "cross_check_spread": (0.3, "[rad] how far they are from the current one"),
+    "gravity_guard": (True, "stop the arm when commands carry g(q) (double compensation)"),
+    "controller_node": ("/torque_controller", "topic mode: the controller node whose "
+                        "<controller>.compensate_gravity is checked (must be false) before and while its "
+                        "commands are applied; '' : no check (other controllers: the dynamic guard only)"),
+    "controller_check_timeout": (3.0, "[s] wait this long for that node's parameters, then apply the "
+                                      "commands with a warning (dynamic guard only)"),
+    "publish_clock": (False, "publish /clock from the robot's time (start-up wall time + robot time) and "
+                             "stamp /joint_states with it: run the controller with use_sim_time when the "
+                             "robot is a simulator that can fall behind the wall clock (franky-sim)"),
+    "connect_timeout": (20.0, "[s] keep trying to connect this long at start-up"),
+    "diagnostics_period": (1.0, "[s]"),
+    "record_latency": (False, "keep per-command latency samples (bench/franka_latency.py)"),
+}
+
+
+class FrankaBridge(Node):
+    def __init__(self, name="franka_bridge", **kw):
+        super().__init__(name, **kw)
+        for k, (default, desc) in PARAMETERS.items():
+            self.declare_parameter(k, default)
+        p = {k: self.get_parameter(k).value for k in PARAMETERS}
+        self.p = p
+        if p["mode"] not in MODES:
+            raise ValueError(f"mode: expected one of {MODES}, got {p['mode']!r}")
+        self.mode = p["mode"]
+        self.joints = list(p["joints"])
+        if len(self.joints) != fh.N:
+            raise ValueError(f"joints: 7 names expected, got {self.joints}")
+        self.lock = threading.Lock()
+        self.state_name, self.reason = fh.IDLE, "connecting"
+        self.last_error = ""
+        self.n_errors = 0
+        self.n_guard = 0
+        self.n_commands = 0
+        self.check = None
+        self.model = self.backend = None
+        self.index = None
+        self.q = self.dq = self.tau_J = None
+        self.g = np.zeros(fh.N)
+        self.t_robot = None
+        self.t_state_pub = None          # robot time of the last published state
+        self.pending = None              # robot time of the state a just-set command answers
+        self.latency = []                # (robot time of the state, robot time of the applying cycle)
+        self.n_superseded = 0
+        self.loop = None                 # in-process ControlLoop
+        self.loop_error = None
+        self.guard = fh.GravityGuard()
+        self.gate = fh.CommandGate(p["command_timeout"], p["ramp_time"], p["stop_damping"])
+        self.arm = fh.FrankaArm(p["robot_ip"], realtime=p["realtime"], signal_timeout=p["signal_timeout"],
+                                max_delta_tau=p["max_delta_tau"], on_cycle=self._on_cycle)
+
+        self.js = JointState()
+        self.js.name = self.joints
+        # reliable, as the sim node and joint_state_broadcaster publish: best-effort readers (the
+        # controller node's default) match it too
+        self.pub_js = self.create_publisher(JointState, p["joint_states_topic"], QoSProfile(depth=10))
+        self.pub_desc = self.create_publisher(
+            String, p["robot_description_topic"], QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.pub_clock = self.create_publisher(Clock, "/clock", 10) if p["publish_clock"] else None
+        self.clock_msg = Clock()
+        self.t0_ns = None
+        self.ctl_check = "none" if (self.mode != "topic" or not p["controller_node"]) else "pending"
+        self.ctl_check_since = time.monotonic()
+        self.ctl_future = None
+        self.ctl_client = None
+        if self.ctl_check == "pending":
+            self.gate.permitted = False
+            self.ctl_client = self.create_client(GetParameters, p["controller_node"].rstrip("/") + "/get_parameters")
+            self.create_timer(0.5, self._check_controller)
+        if self.mode == "topic":
+            self.create_subscription(Float64MultiArray, p["command_topic"], self._on_command, 10)
+        self.create_service(Trigger, "~/recover", self._srv_recover)
+        self.create_timer(0.05, self._poll)
+        self.create_timer(p["diagnostics_period"], self._publish_diagnostics)
+        self._starter = threading.Thread(target=self._connect_and_start, daemon=True)
+        self._starter.start()
+
+    # ---- start-up ----
+    def _set_state(self, state, reason=""):
+        with self.lock:
+            self.state_name, self.reason = state, reason
+
+    def _connect_and_start(self):
+        p = self.p
+        t_end = time.monotonic() + p["connect_timeout"]
+        while True:
+            try:
+                self.arm.connect()
+                break
+            except Exception as e:
+                if time.monotonic() > t_end or not rclpy.ok():
+                    self._set_state(fh.ERROR, f"cannot connect to {p['robot_ip']}: {e}")
+                    self.get_logger().error(self.reason)
+                    return
+                time.sleep(0.5)
+        try:
+            self._load_model()
+        except Exception as e:
+            self._set_state(fh.REFUSED, f"model: {type(e).__name__}: {e}")
+            self.get_logger().error(self.reason)
+            return
+        self.get_logger().info(self.check.message())
+        if not self.check.ok:
+            self._set_state(fh.REFUSED, self.check.message())
+            self.get_logger().error(self.reason)
+            return
+        if self.mode == "in_process":
+            try:
+                self._build_loop()
+            except Exception as e:
+                self._set_state(fh.REFUSED, f"control loop: {type(e).__name__}: {e}")
+                self.get_logger().error(self.reason)
+                return
+        if p["autostart"]:
+            self._start_motion()
+        else:
+            self._set_state(fh.IDLE, "connected; call ~/recover to start torque control")
+
+    def _load_model(self):
+        p = self.p
+        state = self.arm.state
+        if p["robot_description"]:
+            urdf = p["robot_description"]
+        elif p["urdf_path"]:
+            with open(p["urdf_path"]) as f:
+                urdf = f.read()
+        else:
+            ee = None
+            tcp = None
+            if p["add_end_effector"]:
+                ee = fh.end_effector(state)
+                tcp = fh.affine_matrix(state.F_T_EE)
+            urdf, _ = fh.prepare_urdf(self.arm.robot.model_urdf, self.joints, ee=ee, tcp=tcp,
+                                      prefix=self.joints[0].rsplit("joint", 1)[0])
+        model = Model.from_urdf_string(urdf)
+        missing = [j for j in self.joints if j not in model.joint_names]
+        if missing or model.nv != fh.N:
+            raise ValueError(f"the model's joints {model.joint_names} are not the 7 `joints` {self.joints}")
+        self.model, self.urdf = model, urdf
+        self.backend = PinocchioBackend(model)
+        self.index = np.array([model.joint_names.index(j) for j in self.joints])
+        tol = fh.CrossCheckTolerance(p["cross_check_gravity_tol"], p["cross_check_mass_tol"],
+                                     p["cross_check_coriolis_tol"])
+        self.check = fh.cross_check(self.backend, self.arm.robot.model, np.asarray(state.q),
+                                    fh.end_effector(state), self.index, tol, n=p["cross_check_configs"],
+                                    spread=p["cross_check_spread"])
+        if p["publish_robot_description"]:
+            self.pub_desc.publish(String(data=urdf))
+
+    def _build_loop(self):
+        raise NotImplementedError("in_process mode needs robot_dynamics.control.loop")
+
+    def _start_motion(self):
+        self.gate.restart()
+        self.guard.reset()
+        if self.loop is not None:
+            self._loop_activate()
+        self.arm.start()
+        self._set_state(fh.RUNNING if self.mode == "in_process" else fh.WAITING,
+                        "torque control on" if self.mode == "in_process" else "waiting for commands")
+
+    # ---- the robot's control callback (libfranka's thread) ----
+    def _on_cycle(self, state, t):
+        q = np.asarray(state.q)
+        dq = np.asarray(state.dq)
+        tau_J = np.asarray(state.tau_J)
+        self.q, self.dq, self.tau_J, self.t_robot = q, dq, tau_J, t
+        if self.pending is not None:
+            if self.p["record_latency"]:
+                self.latency.append((self.pending, t))
+            self.pending = None
+        tau = None
+        if self.loop is not None:
+            tau = self._loop_cycle(q, dq, t)
+        js = self.js
+        if self.pub_clock is not None:
+            if self.t0_ns is None:
+                self.t0_ns = time.time_ns() - int(round(t * 1e9))
+            ns = self.t0_ns + int(round(t * 1e9))
+            st = self.clock_msg.clock
+            st.sec, st.nanosec = divmod(ns, 1_000_000_000)
+            self.pub_clock.publish(self.clock_msg)
+            js.header.stamp.sec, js.header.stamp.nanosec = st.sec, st.nanosec
+        else:
+            js.header.stamp = self.get_clock().now().to_msg()
+        js.position, js.velocity, js.effort = q.tolist(), dq.tolist(), tau_J.tolist()
+        self.t_state_pub = t
+        self.pub_js.publish(js)
+        if self.loop is not None:
+            if tau is not None:
+                self.pending = t
+            return tau
+        out = self.gate.on_cycle(dq, time.monotonic())
+        if out is None and self.gate.last_cmd_time is not None \
+                and time.monotonic() - self.gate.last_cmd_time > 0.02:
+            out = self.gate.applied      # keep franky's watchdog fed between late commands
+        return out
+
+    # ---- topic mode ----
+    def _on_command(self, msg):
+        now = time.monotonic()
+        tau = np.asarray(msg.data, float)
+        if tau.shape != (fh.N,) or not np.all(np.isfinite(tau)):
+            self.gate.n_rejected += 1
+            self.get_logger().warning(f"command rejected (7 finite numbers expected): {list(msg.data)[:8]}",
+                                      throttle_duration_sec=1.0)
+            return
+        self.n_commands += 1
+        if self.p["gravity_guard"] and self.q is not None and self.gate.state == fh.RUNNING:
+            qm = np.empty(fh.N)
+            qm[self.index] = self.q
+            g = self.backend.gravity(qm)[self.index]
+            if self.guard.check(tau, g, self.dq, now):
+                self.n_guard += 1
+                reason = ("gravity guard: the commands carry g(q) (fraction %.2f) but the Franka adds "
+                          "gravity itself: set <controller>.compensate_gravity: false; stopping" % self.guard.ratio)
+                self.gate.stop(reason, now)
+                self.guard.reset()
+                self.get_logger().error(reason)
+                return
+        out = self.gate.on_command(tau, now)
+        if out is not None:
+            self.arm.set_torque(out)
+            if self.pending is not None:
+                self.n_superseded += 1
+            self.pending = self.t_state_pub
+
+    def _check_controller(self):
+        """Topic mode: <controller>.compensate_gravity of the controller node must be false (the
+        Franka adds gravity).  Asked every 0.5 s; commands are applied only once it answered false
+        (or after controller_check_timeout without an answer: warning, dynamic guard only)."""
+        f = self.ctl_future
+        if f is not None and not f.done():
+            return
+        if f is not None:
+            self.ctl_future = None
+            try:
+                vals = f.result().values
+                law = vals[0].string_value
+                names = ["gravity_compensation", "computed_torque", "joint_impedance", "cartesian_impedance"]
+                cg = vals[1 + names.index(law)].bool_value if law in names else False
+            except Exception as e:        # noqa: BLE001  (a node without these parameters)
+                law, cg = None, False
+                self.get_logger().warning(f"cannot read {self.p['controller_node']}'s parameters: {e}",
+                                          throttle_duration_sec=10.0)
+            if cg:
+                reason = (f"{self.p['controller_node']}: {law}.compensate_gravity is true, but the Franka "
+                          "adds gravity itself (the arm would get it twice): set it false; commands refused")
+                if self.gate.state != fh.STOPPED or self.gate.reason != reason:
+                    self.n_guard += 1
+                    self.get_logger().error(reason)
+                self.gate.permitted = False
+                self.gate.stop(reason, time.monotonic())
+                self.ctl_check = "compensate_gravity true"
+            else:
+                if self.ctl_check != "ok":
+                    self.get_logger().info(f"{self.p['controller_node']}: {law}.compensate_gravity false: OK")
+                self.gate.permitted = True          # a stopped gate still waits for ~/recover
+                self.ctl_check = "ok"
+        if self.ctl_client.service_is_ready():
+            req = GetParameters.Request()
+            req.names = ["controller"] + [f"{n}.compensate_gravity" for n in (
+                "gravity_compensation", "computed_torque", "joint_impedance", "cartesian_impedance")]
+            self.ctl_future = self.ctl_client.call_async(req)
+        elif self.ctl_check == "pending" and time.monotonic() - self.ctl_check_since > self.p["controller_check_timeout"] \
+                and self.gate.last_cmd_time is not None:
+            self.get_logger().warning(f"no parameters from {self.p['controller_node']}: applying its commands "
+                                      "without the compensate_gravity check (dynamic gravity guard only)")
+            self.ctl_check = "unverified"
+            self.gate.permitted = True
+
+    # ---- in-process mode (ControlLoop) ----
+    def _loop_activate(self):
+        pass
+
+    def _loop_cycle(self, q, dq, t):
+        return None
+
+    # ---- supervision ----
+    def _poll(self):
+        if self.arm.robot is None or self.arm.motion is None:
+            return
+        err = self.arm.poll()
+        if err is None and self.arm.callback_error:
+            err = "control callback: " + self.arm.callback_error
+            self.arm.callback_error = None
+        if err is not None:
+            self.n_errors += 1
+            self.last_error = err
+            self._set_state(fh.ERROR, f"robot error: {err}; call ~/recover")
+            self.get_logger().error(self.reason)
+            return
+        if self.mode == "topic":
+            g = self.gate
+            if g.state == fh.STOPPED and self.state_name != fh.STOPPED:
+                self._set_state(fh.STOPPED, g.reason + "; call ~/recover to resume")
+                self.get_logger().error(self.reason)
+            elif g.state == fh.RUNNING and self.state_name != fh.RUNNING:
+                self._set_state(fh.RUNNING, "applying commands")
+
+    def _srv_recover(self, request, response):
+        st = self.state_name
+        try:
+            if st == fh.ERROR or (st == fh.IDLE and self.check is not None and self.check.ok):
+                if st == fh.ERROR and not self.arm.recover():
+                    response.success, response.message = False, "the robot still reports errors"
+                    return response
+                self._start_motion()
+                response.success, response.message = True, "torque control restarted from zero torque"
+            elif st == fh.STOPPED:
+                self.gate.resume(time.monotonic())
+                self.guard.reset()
+                self._set_state(fh.WAITING, "resumed: waiting for commands (blended in)")
+                response.success, response.message = True, "resumed"
+            elif st == fh.REFUSED:
+                response.success, response.message = False, f"refused: {self.reason}"
+            else:
+                response.success, response.message = False, f"nothing to recover ({st})"
+        except Exception as e:
+            response.success, response.message = False, f"{type(e).__name__}: {e}"
+        self.get_logger().info(f"~/recover: {response.message}")
+        return response
+
+    def diagnostics(self):
+        """(level, message, {key: value}) of the bridge now."""
+        st, reason = self.state_name, self.reason
+        level = {fh.RUNNING: DiagnosticStatus.OK, fh.WAITING: DiagnosticStatus.WARN,
+                 fh.IDLE: DiagnosticStatus.WARN}.get(st, DiagnosticStatus.ERROR)
+        d = {"state": st, "reason": reason, "mode": self.mode, "robot_ip": self.p["robot_ip"],
+             "cycles": self.arm.n_cycles, "lost_cycles": self.arm.n_lost, "commands": self.n_commands,
+             "rejected_commands": self.gate.n_rejected, "watchdog_trips": self.gate.n_watchdog,
+             "gravity_guard_trips": self.n_guard, "controller_check": self.ctl_check,
+             "robot_errors": self.n_errors,
+             "last_robot_error": self.last_error}
+        if self.check is not None:
+            d.update({"cross_check_gravity": self.check.gravity, "cross_check_mass": self.check.mass,
+                      "cross_check_coriolis": self.check.coriolis, "cross_check_ok": self.check.ok})
+        if self.loop is not None:
+            d.update(self._loop_diagnostics())
+        return level, f"{st}: {reason}", d
+
+    def _loop_diagnostics(self):
+        return {}
+
+    def _publish_diagnostics(self):
+        level, msg, d = self.diagnostics()
+        s = DiagnosticStatus(name=f"{self.get_name()}: franka bridge", hardware_id=self.p["robot_ip"],
+                             level=level, message=msg[:500])
+        s.values = [KeyValue(key=k, value=str(v)) for k, v in d.items()]
+        arr = DiagnosticArray(status=[s])
+        arr.header.stamp = self.get_clock().now().to_msg()
+        self.pub_diag.publish(arr)
+
+    def destroy_node(self):
+        try:
+            self.arm.close()
+        except Exception:
+            pass
+        return super().destroy_node()
+
+
+def main(args=None):
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = FrankaBridge()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
