@@ -206,3 +206,43 @@ def test_table_contact_supports_the_flange(panda):
     assert sim.d.ncon >= 1
     _, p1 = dyn.frame_placement(sim.q, TOOL)
     assert p1[2] > p[2] - 0.01                      # stopped by the table (a few mm of penetration)
+
+
+# ---- robots a user brings: non-physical inertials, massless joints, name clashes, locked joints ----
+def _user_model(case):
+    import warnings
+    from pathlib import Path
+    from robot_dynamics.dynamics import InertiaWarning
+    from robot_dynamics.dynamics.robots import robots_dir
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InertiaWarning)
+        if case == "puma560_dh":      # massless link 1 with rotor inertia, link 3 breaks the triangle inequality
+            return Model.from_dh_yaml(Path(__file__).resolve().parents[1] / "config" / "puma560_dh.yaml")
+        if case == "romeo_left_arm":  # massless finger joints (regularised), the rest of the body locked
+            arm = ["LShoulderPitch", "LShoulderYaw", "LElbowRoll", "LElbowYaw", "LWristRoll", "LWristYaw",
+                   "LWristPitch", "LHand", "LFinger21", "LFinger22", "LThumb1"]
+            return Model.from_urdf_file(robots_dir() / "romeo_description/urdf/romeo.urdf", active_joints=arm)
+        files = {"romeo_laas_small": "romeo_description/urdf/romeo_laas_small.urdf",   # not positive definite
+                 "pr2": "pr2_description/urdf/pr2.urdf",                               # triangle inequality
+                 "z1": "z1_description/urdf/z1.urdf"}                                  # link/joint name clash
+        return Model.from_urdf_file(robots_dir() / files[case])
+
+
+@pytest.mark.parametrize("case", ["puma560_dh", "romeo_left_arm", "romeo_laas_small", "pr2", "z1"])
+def test_sim_runs_models_with_non_physical_or_massless_bodies(case):
+    """Built from the same model, MuJoCo integrates the same rigid bodies: held by Pinocchio's g(q0) it
+    stays at q0, and falling freely (limits off) it keeps the energy Pinocchio computes on its states."""
+    model = _user_model(case)
+    dyn = PinocchioBackend(model)
+    sim = MujocoSim(model, limits=False, effort_limits=False)
+    rng = np.random.default_rng(7)
+    q0 = model.random_configuration(rng)
+    sim.reset(q0)
+    sim.step(dyn.gravity(q0).copy(), n=100)
+    held = np.abs(sim.q - q0).max()
+    sim.reset(q0)
+    E0 = dyn.kinetic_energy(q0, np.zeros(model.nv)) + dyn.potential_energy(q0)
+    sim.step(np.zeros(model.nv), n=200)
+    drift = abs(dyn.kinetic_energy(sim.q, sim.v) + dyn.potential_energy(sim.q) - E0)
+    print(f"\n{case}: held |q - q0| {held:.1e} rad after 0.1 s, free-fall energy drift {drift:.1e} J after 0.2 s")
+    assert held < 1e-6 and drift < ENERGY_TOL
