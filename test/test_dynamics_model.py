@@ -619,3 +619,17 @@ def test_from_description_takes_text_or_path(tmp_path, xacro_file):
     bad.write_text(ROBOT_XACRO.replace("$(arg mass)", "${undefined_property}"))
     with pytest.raises(ValueError, match="xacro bad.urdf.xacro:.*undefined_property"):
         Model.from_urdf_file(bad)
+
+
+def test_urdf_a_robot_reports_is_a_model_source():
+    """The FR3 URDF that franky-sim sends when a client asks the robot for its model (as a real Franka
+    does): loaded from the text, both backends agree, MuJoCo builds from it."""
+    urdf_mod = pytest.importorskip("franky_sim.urdf", reason="franky-sim (the Franka simulator) not installed")
+    from robot_dynamics.sim import MujocoSim
+    model = Model.from_description(urdf_mod.FR3_URDF)
+    assert model.joint_names == [f"joint{i}" for i in range(1, 8)] and not model.warnings
+    assert max(self_check(model, n_states=2).values()) <= 1e-9
+    sim, dyn = MujocoSim(model), PinocchioBackend(model)
+    q = model.random_configuration(np.random.default_rng(2))
+    assert np.allclose(sim.inverse_dynamics(q, np.ones(7), np.ones(7)), dyn.rnea(q, np.ones(7), np.ones(7)),
+                       atol=1e-9)
