@@ -32,6 +32,15 @@ class Model:
 
     def __init__(self, urdf, floating_base=False, active_joints=None, locked_joints=None, source="urdf",
                  strict=False, min_joint_inertia=MIN_JOINT_INERTIA):
+        """Inertials as the URDF writes them, physical or not (vendor CAD exports often are not):
+        negative mass, a tensor not positive definite, principal moments breaking the triangle
+        inequality and zero mass with rotational inertia each give an InertiaWarning naming the link
+        and the numbers, listed in `self.warnings`; the values are kept for both backends and the
+        simulator.  A joint that moves no inertia at all (its child link and all it carries have no
+        <inertial>) would make M singular: its child link gets `min_joint_inertia` (an isotropic
+        rotor of zero mass, kg m^2; kg of mass for a prismatic joint) in the URDF text every reader
+        sees (`self.urdf`), with a warning; `min_joint_inertia=0` leaves M singular.
+        strict=True: any of these refuses the model (ValueError listing them all)."""
         if active_joints is not None or locked_joints:
             urdf = lock_joints(urdf, active_joints, locked_joints)
         issues = []

@@ -7,8 +7,12 @@
 
 How the URDF is read (MuJoCo's own URDF importer, on an edited copy of the text):
 - `<visual>` and `<collision>` are removed (meshes are not needed: dynamics only), and the compiler is
-  told `discardvisual`, `inertiafromgeom="false"` (inertias come from `<inertial>` only),
-  `balanceinertia="false"` and `fusestatic="false"`: every URDF link stays a MuJoCo body of the same
+  told `discardvisual`, `inertiafromgeom="false"`, `balanceinertia="false"` and `fusestatic="false"`.
+  Every `<inertial>` is compiled as a placeholder, then the URDF's exact mass, centre of mass and
+  inertia are written into the compiled model (`mj_setConst` after): MuJoCo's compiler refuses the
+  non-physical inertials both backends accept (massless moving bodies, triangle inequality, tensors
+  not positive definite), so this is the only way the simulator integrates the same rigid bodies as
+  the Model (see Model.__init__).  Every URDF link stays a MuJoCo body of the same
   name, so every model frame (link, or joint = its child link's frame) is a body origin, and an F/T
   sensor placed on a link measures exactly what is distal to it.
 - `<dynamics damping friction>` is dropped (MuJoCo would turn it into passive damping and friction
