@@ -334,7 +334,10 @@ def main(argv=None):
         return 1
     print(f"[realtime] {report}", file=sys.stderr, flush=True)
     sys.argv = [module] + rest
-    runpy.run_module(module, run_name="__main__", alter_sys=True)
+    if module.endswith(".py"):                     # a script path instead of a module name
+        runpy.run_path(module, run_name="__main__")
+    else:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
     return 0
 
 
