@@ -6,6 +6,9 @@ trajectory interpolation, wrench processing and the safety filter.
     law = make_law("joint_impedance", model, backend, {"k_gains": [...], "damping_ratio": 1.0})
     law.reset(state); law.set_reference(ref); tau = law.compute(state)
     tau_safe = SafetyFilter(model).apply(tau, state, dt, fallback=g)
+
+The whole loop (law + safety filter + supervisor), driven by the controller node and by in-process
+hardware bridges alike: `from robot_dynamics.control import ControlLoop` (see control/loop.py).
 """
 from .base import CartesianReference, ControlLaw, JointReference, LawInfo, State
 from .cartesian_impedance import CartesianImpedance
@@ -15,6 +18,8 @@ from .joint_impedance import JointImpedance
 from .safety import SafetyFilter, SafetyParams
 from .trajectory import JointTrajectory
 from .wrench import WrenchProcessor
+
+from .loop import ControlLoop  # noqa: E402 (needs make_law below at call time only)
 
 LAW_CLASSES = {c.name: c for c in (GravityCompensation, ComputedTorque, JointImpedance, CartesianImpedance)}
 LAWS = tuple(LAW_CLASSES)
@@ -30,4 +35,4 @@ def make_law(name, model, backend, params=None):
 
 __all__ = ["make_law", "LAWS", "LAW_CLASSES", "ControlLaw", "State", "JointReference", "CartesianReference",
            "LawInfo", "GravityCompensation", "ComputedTorque", "JointImpedance", "CartesianImpedance",
-           "SafetyFilter", "SafetyParams", "JointTrajectory", "WrenchProcessor"]
+           "SafetyFilter", "SafetyParams", "JointTrajectory", "WrenchProcessor", "ControlLoop"]

@@ -1,0 +1,695 @@
+"""The control loop every front end drives: law + safety filter + supervisor.  No ROS.
+
+The controller node runs it from its subscriptions and timers (over DDS); a hardware bridge runs the
+very same object inside the robot's own 1 kHz callback (in-process).  Everything here is numpy in
+model order; the caller maps names and converts messages.
+
+    loop = ControlLoop.from_params(model, params, log=None)
+        # params: a flat dict with the controller node's parameter names ('controller', 'joints',
+        # 'joint_impedance.k_gains', 'effort_limits', 'watchdog_timeout', 'safe_command',
+        # 'update_rate', ... see control.params.loop_param_specs()), validated as the node validates
+        # them; per-joint values in `joints` order (reordered to model order inside); missing keys take
+        # their defaults, keys that are not loop parameters are ignored.  ValueError naming the key.
+        # log: a callable log(level, text), level 'info' | 'warn' | 'error'; None: Python logging.
+    loop.joints, loop.perm                  # command order; cmd[k] = tau_model[perm[k]]
+    ok, reason = loop.set_params({...})     # live changes, validated, all-or-nothing
+    loop.activate(now)                      # start: the law holds the first valid state, the safety
+                                            # filter ramps from the last command sent
+    loop.deactivate()                       # stop: step() returns the safe-command ramp from now on;
+                                            # loop.safe_reached says when it has arrived
+    loop.update_state(q, v, now)            # a valid measurement (model order, already mapped)
+    loop.reject_state(reason, detail, now)  # an invalid one (counted; the safe command follows)
+    ok, reason = loop.set_reference(ref)    # JointReference | JointTrajectory | CartesianReference
+    ok, reason = loop.set_target_wrench(w)  # cartesian_impedance: feed-forward wrench, base axes
+    loop.set_wrench(raw, frame_id, now)     # the F/T sensor's raw reading (cartesian_impedance)
+    tau, safe = loop.step(now, t=None)      # watchdog check; law -> safety filter, or one step of the
+                                            # safe-command ramp; tau in model order (a preallocated
+                                            # array, valid until the next call); never raises
+    loop.sent(now)                          # optional: when the command left (the rate limit's dt
+                                            # counts from there; default: the step's `now`)
+    ok, msg = loop.hold();  ok, msg = loop.tare()
+    loop.counts                             # rejected.*, errors.*, watchdog_trips: exact
+    level, message, kv = loop.diagnostics() # level 0 ok, 1 warn, 2 error; kv [(key, text), ...]
+    loop.info                               # the law's reference / error (for ~/state)
+
+`now` is a monotonic time [s] from the caller (the node's clock, the robot's time, a test's fake
+clock); `t` is the law's time (trajectories), default `now`.
+
+Supervisor: the watchdog trips when `now - last valid state > watchdog_timeout`, and also when two
+control steps are more than watchdog_timeout apart (a stall of the caller); while tripped (or while
+the latest state was rejected, or none arrived yet) the command ramps from the last one sent toward
+the safe command (zero, or g(q) at the last valid q) at torque_rate_limit x one control period per
+step.  Fresh states after a trip: the law holds the current position and the safety filter ramps
+from the safe command (ramp_time), so control resumes without a jump.  The rate limit bounds the
+change per command to torque_rate_limit / update_rate whatever the gap (SafetyParams.command_period).
+
+Logging: every per-message condition (joint states rejected, watchdog, wrench problems, rejected
+references) logs at most one line per condition per `log_throttle_period` seconds, plus one line
+when a logged episode ends; suppressed occurrences are summed into the next line.  `counts` are exact.
+"""
+import logging
+import math
+import time
+from collections import defaultdict
+
+import numpy as np
+
+from ..dynamics import make_backend
+from .base import CartesianReference, JointReference, State
+from .params import SAFETY_KEYS, SIX_KEYS, Unset, check_value, loop_param_specs
+from .safety import SafetyFilter, SafetyParams
+from .trajectory import JointTrajectory
+from .wrench import WrenchProcessor
+
+LEVELS = {"info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
+OK, WARN, ERROR = 0, 1, 2          # diagnostic levels (diagnostic_msgs/DiagnosticStatus bytes)
+
+
+def _python_log(level, text):
+    logging.getLogger("robot_dynamics.control.loop").log(LEVELS.get(level, logging.INFO), text)
+
+
+def _quat_to_matrix(x, y, z, w):
+    n = math.sqrt(x * x + y * y + z * z + w * w)
+    x, y, z, w = x / n, y / n, z / n, w / n
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+
+
+class LogThrottle:
+    """At most one line per condition key per `period` seconds (monotonic `now` from the caller).
+
+        if th.allow(key, now): log(...)      # else the occurrence is counted as suppressed
+        n = th.take_suppressed(key)          # occurrences suppressed since the last line of key
+    """
+
+    def __init__(self, period=1.0):
+        self.period = float(period)
+        self._last = {}
+        self._suppressed = defaultdict(int)
+
+    def allow(self, key, now, count=True):
+        """True: log now.  False: suppressed (counted unless count=False, for a retry of the same
+        occurrence)."""
+        last = self._last.get(key)
+        if last is None or now - last >= self.period or now < last:
+            self._last[key] = now
+            return True
+        if count:
+            self._suppressed[key] += 1
+        return False
+
+    def take_suppressed(self, key):
+        return self._suppressed.pop(key, 0)
+
+
+class _Episode:
+    """A condition that starts, repeats per message and ends (joint states rejected, wrench unusable,
+    watchdog tripped).  Its first line is throttled per key: when suppressed, the first occurrence
+    after the period logs it (a lasting fault is never silent); the end is logged only for an episode
+    whose start was.  A new reason starts a new episode."""
+
+    def __init__(self, loop, key):
+        self.loop, self.key = loop, key
+        self.reason = ""              # "" = not in an episode
+        self.count = 0                # occurrences in this episode
+        self.logged = False           # the start of this episode was logged
+
+    def occur(self, reason, now, level, text_fn, retry=False):
+        """One occurrence (retry: the same one again, only to log a suppressed start); text_fn(extra)
+        builds the line (extra: the suppressed-occurrences note)."""
+        if reason != self.reason:
+            self.reason, self.count, self.logged = reason, 0, False
+        if not retry:
+            self.count += 1
+        if not self.logged:
+            th = self.loop._throttle
+            if th.allow(self.key, now, count=not retry):
+                n = th.take_suppressed(self.key)
+                extra = f" ({n} more occurrence(s) not logged since the last line)" if n else ""
+                self.loop._log(level, text_fn(extra))
+                self.logged = True
+
+    def end(self, text_fn):
+        """The condition cleared: text_fn(self) is logged if the episode's start was."""
+        if self.reason and self.logged:
+            self.loop._log("info", text_fn(self))
+        self.reason, self.count, self.logged = "", 0, False
+
+
+class ControlLoop:
+    """See the module docstring."""
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_params(cls, model, params=None, log=None, counts=None, labels=None):
+        """Build from a flat parameter dict (see the module docstring).  `counts`: a dict-like counter
+        to share (the node's, which lives across reconfigurations); `labels`: names of the inputs used
+        in log lines, {'joint_states': '/joint_states', 'wrench': '/ft_sensor/wrench'}."""
+        return cls(model, params, log, counts, labels)
+
+    def __init__(self, model, params=None, log=None, counts=None, labels=None):
+        specs = {s.name: s for s in loop_param_specs()}
+        self._specs = specs
+        params = dict(params or {})
+        joints = params.get("joints") or []
+        joints = list(joints)
+        if len(set(joints)) != len(joints):
+            raise ValueError(f"joints: duplicate names in {joints}")
+        p = {}
+        for name, s in specs.items():
+            v = params.get(name)
+            if v is None:
+                v = None if isinstance(s.default, Unset) else s.default
+            if hasattr(v, "tolist"):
+                v = v.tolist()
+            err = self._check(s, v, len(joints) or model.nv)
+            if err:
+                raise ValueError(err)
+            p[name] = v
+        self._p = p
+        self._log = log or _python_log
+        self._throttle = LogThrottle(p["log_throttle_period"])
+        self.counts = counts if counts is not None else defaultdict(int)
+        labels = dict(labels or {})
+        self._js_label = labels.get("joint_states", "the joint states")
+        self._wrench_label = labels.get("wrench", "the wrench input")
+        m = self.model = model
+        if m.floating_base:
+            raise ValueError("a floating-base model; the controller needs a fixed base")
+        if m.nq != m.nv:
+            raise ValueError(f"nq {m.nq} != nv {m.nv} (unsupported joint types)")
+        mn = list(m.joint_names)
+        self.joints = list(joints) if joints else mn
+        if sorted(self.joints) != sorted(mn):
+            raise ValueError(f"joints {self.joints} do not match the model's movable joints {mn}")
+        n = self.n = m.nv
+        self.perm = np.array([mn.index(j) for j in self.joints], dtype=np.intp)   # cmd[k] = tau[perm[k]]
+        self.backend = make_backend(m, p["backend"])
+        self.gravity_backend = make_backend(m, "pinocchio")                     # for the safe command
+        self.law_name = p["controller"]
+        law_params = {}
+        for name, s in specs.items():
+            if s.law_key and name.startswith(self.law_name + ".") and p[name] is not None:
+                law_params[s.law_key] = self._law_value(s, p[name])
+        from . import make_law
+        try:
+            self.law = make_law(self.law_name, m, self.backend, law_params)
+        except ValueError as e:
+            raise ValueError(f"{self.law_name} parameters: {e}") from None
+        self.period = 1.0 / p["update_rate"]
+        self.safety = SafetyFilter(m, self._safety_params(p))
+        self.cartesian = self.law_name == "cartesian_impedance"
+        self.wrench_proc = None
+        self.wrench_frame_error = None
+        if self.cartesian and p["sensor_frame"]:
+            self.wrench_proc = self._make_wrench_processor(p["sensor_frame"])
+        # state (model order), preallocated
+        self.q, self.v = np.zeros(n), np.zeros(n)
+        self.state = State(self.q, self.v, 0.0)
+        self.have_state = False
+        self.last_ok = -math.inf                   # time of the last valid joint state
+        self.latest_rejected = False
+        self.watchdog = "waiting"                  # waiting | ok | tripped
+        self.active = False
+        self.need_reset = True
+        self.pending_ref = None
+        self.pending_wrench = False
+        self.pose_target = None
+        self.wrench_target = None
+        self.wrench_raw = None
+        self.wrench_raw_frame = ""
+        self.wrench_time = -math.inf
+        self.last_step = None                      # `now` of the last step (the laws' dt)
+        self.last_pub = None                       # when the last command left (the rate limit's dt)
+        self.safe_reached = False
+        self.waiting_logged = False
+        self.tau = np.zeros(n)                     # the last filtered command (model order)
+        self.safe = np.zeros(n)                    # the safe torque (target of the ramp)
+        self.safe_out = np.zeros(n)                # the rate-limited step toward it actually sent
+        self._zero = np.zeros(n)
+        self.total_steps = 0
+        self.safe_published = 0
+        self._js_episode = _Episode(self, "joint_states")
+        self._wrench_episode = _Episode(self, "wrench")
+        self._wd_episode = _Episode(self, "watchdog")
+
+    # ------------------------------------------------------------------ parameters
+    @staticmethod
+    def _check(spec, v, n):
+        if v is not None and spec.check is None:
+            d = spec.default
+            if isinstance(d, bool) and not isinstance(v, (bool, np.bool_)):
+                return f"{spec.name}: expected true or false, got {v!r}"
+            if isinstance(d, str) and not isinstance(v, str):
+                return f"{spec.name}: expected a string, got {v!r}"
+            if spec.name == "joints" and (isinstance(v, str) or not all(isinstance(x, str) for x in v)):
+                return f"joints: expected a list of joint names, got {v!r}"
+        return check_value(spec, v, 6 if spec.law_key in SIX_KEYS else n)
+
+    @property
+    def params(self):
+        """The loop's current parameter values (a copy; law and safety values as last set)."""
+        return dict(self._p)
+
+    def _to_model_order(self, a):
+        """A per-joint array in `joints` order -> model order (1 value: broadcast)."""
+        a = np.asarray(a, dtype=float)
+        if a.size == 1:
+            return np.full(self.n, float(a[0]))
+        out = np.empty(self.n)
+        out[self.perm] = a
+        return out
+
+    def _law_value(self, spec, v):
+        if spec.check in ("per_joint", "per_joint_any"):
+            a = np.asarray(v, dtype=float)
+            if a.size == 1:
+                return float(a[0])
+            if spec.law_key in SIX_KEYS:
+                return a.tolist()
+            if a.size != self.n:
+                return a.tolist()                      # the law names the wrong length
+            return self._to_model_order(a).tolist()
+        if isinstance(v, str) and spec.law_key == "frame":
+            return v or None
+        return v
+
+    def _safety_value(self, key, v):
+        if key == "effort_limits":
+            return None if not v else self._to_model_order(v)
+        return v
+
+    def _safety_params(self, p):
+        d = {SAFETY_KEYS[k]: self._safety_value(k, p[k]) for k in SAFETY_KEYS}
+        if "command_period" in SafetyParams.__dataclass_fields__:
+            d["command_period"] = self.period
+        return d
+
+    def set_params(self, params):
+        """Live changes {name: value} (per-joint values in `joints` order).  All-or-nothing: on any bad
+        value nothing changes.  Keys of other laws are validated only; keys that are not loop
+        parameters are ignored; parameters read at construction only ('controller', 'joints',
+        'backend', 'update_rate', the wrench processing) are rejected.  Returns (ok, reason)."""
+        errors, law_updates, safety_updates, plain = [], {}, {}, {}
+        for name, v in params.items():
+            s = self._specs.get(name)
+            if s is None:
+                continue
+            if hasattr(v, "tolist"):
+                v = v.tolist()
+            if s.law_key and not name.startswith(self.law_name + "."):
+                err = self._check(s, v, self.n)         # another law: checked, used at reconfigure
+                if err:
+                    errors.append(err)
+                continue
+            if not s.live and name != "sensor_frame":
+                if v != self._p.get(name):
+                    errors.append(f"{name}: read at configure only (reconfigure to change it)")
+                continue
+            if v is None and name != "effort_limits":         # effort_limits unset: the URDF's
+                errors.append(f"{name}: cannot be unset while configured")
+                continue
+            err = self._check(s, v, self.n)
+            if err:
+                errors.append(err)
+                continue
+            if s.law_key:
+                law_updates[s.law_key] = self._law_value(s, v)
+            elif name in SAFETY_KEYS:
+                safety_updates[SAFETY_KEYS[name]] = self._safety_value(name, v)
+            plain[name] = v
+        if errors:
+            return False, "; ".join(errors)
+        old_safety = self.safety.params
+        try:
+            if safety_updates:
+                self.safety.set_params(safety_updates)
+            if law_updates:
+                self.law.set_params(law_updates)
+        except ValueError as e:
+            self.safety.set_params(old_safety)
+            return False, str(e)
+        self._p.update(plain)
+        if "log_throttle_period" in plain:
+            self._throttle.period = float(plain["log_throttle_period"])
+        return True, ""
+
+    def _make_wrench_processor(self, frame):
+        self.model.check_frame(frame)
+        target = self.law.params.get("frame") or self.model.frame_names[-1]
+        fc = self._p["wrench_filter_cutoff_hz"]
+        return WrenchProcessor(self.model, self.backend, frame, target, tool_mass=self._p["tool_mass"],
+                               tool_com=tuple(self._p["tool_com"]), filter_cutoff_hz=fc if fc > 0 else None,
+                               deadband=tuple(self._p["wrench_deadband"]))
+
+    # ------------------------------------------------------------------ lifecycle
+    def activate(self, now=None):
+        """Start commanding: the law holds the first valid state; the safety filter ramps from the
+        last command sent (the safe command of a previous deactivate, else zero)."""
+        self.need_reset = True
+        self.safety.reset(start=self.safety.prev)
+        self.watchdog = "waiting"
+        self.pending_ref = None
+        self.last_step = None
+        self.last_pub = None
+        self.safe_reached = False
+        self.active = True
+
+    def deactivate(self):
+        """Stop commanding: from now on step() returns the ramp to the safe command (check
+        `safe_reached`: once True, the caller may stop sending)."""
+        self.active = False
+
+    # ------------------------------------------------------------------ inputs
+    def update_state(self, q, v, now):
+        """A valid joint state (model order; the values are copied)."""
+        self.q[:] = q
+        self.v[:] = v
+        self.have_state = True
+        self.last_ok = now
+        self.latest_rejected = False
+        if self._js_episode.reason:
+            self._js_episode.end(lambda e: f"joint states valid again after {e.count} rejected "
+                                                f"message(s) ({e.reason})")
+
+    def reject_state(self, reason, detail, now):
+        """An invalid joint state: counted (rejected.joint_states.<reason>), logged throttled; the next
+        step publishes the safe command."""
+        self.latest_rejected = True
+        self.counts[f"rejected.joint_states.{reason}"] += 1
+        self._js_episode.occur(reason, now, "error", lambda extra: (
+            f"joint state rejected ({reason}): {detail}; publishing the safe command "
+            f"({self._p['safe_command']}) until valid joint states arrive{extra}"))
+
+    def stale(self, now):
+        """True when the law must not run: no state yet, the latest rejected, or older than the
+        watchdog timeout."""
+        return (not self.have_state or self.latest_rejected
+                or now - self.last_ok > self._p["watchdog_timeout"])
+
+    def reject_reference(self, what, reason, now=None):
+        """Count and log (throttled per `what`) a reference the caller could not convert."""
+        self.counts[f"rejected.{what}"] += 1
+        now = time.monotonic() if now is None else now
+        if self._throttle.allow(f"ref.{what}", now):
+            n = self._throttle.take_suppressed(f"ref.{what}")
+            extra = f" ({n} more not logged since the last line)" if n else ""
+            self._log("warn", f"{what} rejected: {reason}{extra}")
+        return False, reason
+
+    def set_reference(self, ref, what="reference", now=None):
+        """A new reference, applied at the next step: JointReference / JointTrajectory (joint laws)
+        or CartesianReference (cartesian_impedance).  Returns (ok, reason); a rejection is counted as
+        rejected.<what>."""
+        joint = isinstance(ref, (JointReference, JointTrajectory))
+        if isinstance(ref, CartesianReference):
+            if not self.cartesian:
+                return self.reject_reference(what, f"{self.law_name} takes no Cartesian reference", now)
+            self.pose_target = (np.array(ref.R, dtype=float), np.array(ref.p, dtype=float))
+            if ref.wrench is None and self.wrench_target is not None:
+                ref = CartesianReference(ref.R, ref.p, twist=ref.twist, wrench=self.wrench_target)
+        elif joint:
+            if self.cartesian:
+                return self.reject_reference(what, f"{self.law_name} takes no joint reference", now)
+        else:
+            return self.reject_reference(what, f"unknown reference type {type(ref).__name__}", now)
+        self.pending_ref = ref
+        return True, ""
+
+    def set_target_wrench(self, w, what="target_wrench", now=None):
+        """cartesian_impedance: the feed-forward wrench [f; n] the robot exerts, base-frame axes."""
+        if not self.cartesian:
+            return self.reject_reference(what, f"{self.law_name} takes no wrench reference", now)
+        try:
+            w = np.array(w, dtype=float).reshape(-1)
+        except (TypeError, ValueError):
+            return self.reject_reference(what, f"{what}: not numeric", now)
+        if w.shape != (6,) or not np.all(np.isfinite(w)):
+            return self.reject_reference(what, f"{what}: values must be 6 finite numbers", now)
+        self.wrench_target = w
+        self.pending_wrench = True
+        return True, ""
+
+    def set_wrench(self, raw, frame_id, now):
+        """The F/T sensor's raw reading [f; n] in `frame_id` (ignored unless cartesian_impedance).  A
+        non-finite one is counted (rejected.wrench) and not used: force control runs open loop."""
+        if not self.cartesian:
+            return
+        w = np.array(raw, dtype=float).reshape(-1)       # a new array: a step may be reading the old
+        if w.shape != (6,) or not np.all(np.isfinite(w)):
+            self.counts["rejected.wrench"] += 1
+            self.wrench_raw = None
+            self._wrench_problem("non_finite", "NaN or Inf in the wrench" if w.shape == (6,)
+                                 else f"{w.size} values, expected 6", now)
+            return
+        self.wrench_raw_frame = frame_id
+        self.wrench_raw = w
+        self.wrench_time = now
+
+    def _wrench_problem(self, reason, detail, now):
+        self._wrench_episode.occur(reason, now, "warn", lambda extra: (
+            f"wrench on {self._wrench_label} not used ({reason}): {detail}; force control runs open "
+            f"loop until a valid wrench arrives{extra}"))
+
+    # ------------------------------------------------------------------ services
+    def hold(self):
+        """Hold the current position (pose) as the reference.  (ok, message)"""
+        if not self.active or not self.have_state or self.watchdog != "ok":
+            return False, "not active with a valid joint state"
+        self.pending_ref = None
+        self.pose_target = None
+        self.law.reset(self.state)
+        return True, "holding q = " + str(np.round(self.q, 4).tolist())
+
+    def tare(self):
+        """Tare the wrench sensor with the current reading.  (ok, message)"""
+        if not self.cartesian:
+            return False, "no wrench processing (configure with cartesian_impedance)"
+        if self.wrench_raw is None or not self.have_state:
+            return False, "no wrench or joint state received yet"
+        if self.wrench_proc is None:
+            self.wrench_proc = self._make_wrench_processor(self._p["sensor_frame"] or self.wrench_raw_frame)
+        self.wrench_proc.tare(self.wrench_raw, self.q)
+        return True, "tared with " + str(np.round(self.wrench_raw, 3).tolist())
+
+    # ------------------------------------------------------------------ watchdog
+    def check_watchdog(self, now):
+        """Trip the watchdog if the state is stale (counts, logs).  True when the law must not run."""
+        timeout = self._p["watchdog_timeout"]
+        age = now - self.last_ok
+        if self.have_state and age <= timeout and not self.latest_rejected:
+            return False
+        if self.watchdog == "waiting" and not self.have_state:
+            if not self.waiting_logged:
+                self.waiting_logged = True
+                self._log("warn", f"no joint state received on {self._js_label} yet: publishing the "
+                                  f"safe command ({self._p['safe_command']})")
+            return True
+        if age > timeout and (self.watchdog != "tripped" or not self._wd_episode.logged):
+            rejecting = self._js_episode.reason
+            last = f"; the last message was rejected ({rejecting})" if rejecting else ""
+            self._trip(now, f"no valid joint state on {self._js_label} for {age:.3f} s (watchdog_timeout "
+                            f"{timeout} s){last}")
+        return True
+
+    def _trip(self, now, why):
+        """Trip (counted once per trip) and log, throttled; called again while tripped only to log a
+        trip whose line was suppressed."""
+        retry = self.watchdog == "tripped"
+        if not retry:
+            self.watchdog = "tripped"
+            self.counts["watchdog_trips"] += 1
+        self._wd_episode.occur("tripped", now, "error", lambda extra: (
+            f"watchdog: {why}: publishing the safe command ({self._p['safe_command']}){extra}"), retry)
+
+    # ------------------------------------------------------------------ the step
+    def step(self, now, t=None):
+        """One control cycle at `now`: (tau in model order, safe).  Never raises: an exception is
+        counted (errors.control_step), logged (throttled) and answered with the safe command."""
+        try:
+            if not self.active:
+                return self.safe_step(now), True
+            if self.last_step is not None and now - self.last_step > self._p["watchdog_timeout"] \
+                    and self.watchdog == "ok":
+                self._trip(now, f"no control step for {now - self.last_step:.3f} s (watchdog_timeout "
+                                f"{self._p['watchdog_timeout']} s)")
+                return self.safe_step(now), True
+            if self.check_watchdog(now):
+                return self.safe_step(now), True
+            return self._control(now, now if t is None else t), False
+        except Exception as e:                         # noqa: BLE001 (nothing may escape the loop)
+            self.exception("control_step", e, now)
+            try:
+                return self.safe_step(now), True
+            except Exception:                          # noqa: BLE001
+                self.safe_out.fill(0.0)
+                return self.safe_out, True
+
+    def exception(self, where, e, now=None):
+        """Count (errors.<where>) and log an exception, throttled per `where`."""
+        self.counts[f"errors.{where}"] += 1
+        now = time.monotonic() if now is None else now
+        if self._throttle.allow(f"errors.{where}", now):
+            n = self._throttle.take_suppressed(f"errors.{where}")
+            extra = f" ({n} more not logged since the last line)" if n else ""
+            self._log("error", f"{where}: {type(e).__name__}: {e} (publishing the safe command){extra}")
+
+    def _control(self, now, t):
+        """state -> law -> safety filter (the watchdog has passed)."""
+        dt = 0.001 if self.last_step is None else min(max(now - self.last_step, 1e-6), 0.1)
+        self.last_step = now
+        # the rate limit counts from when the last command left (the filter bounds it by one
+        # command period anyway)
+        dt_rate = 0.001 if self.last_pub is None else min(max(now - self.last_pub, 1e-6), 0.1)
+        self.last_pub = now
+        if self.watchdog != "ok":
+            if self.watchdog == "tripped":
+                self._wd_episode.end(lambda e: (
+                    f"watchdog: fresh joint states again; holding the current position, ramping up "
+                    f"over {self._p['ramp_time']} s"))
+                self.safety.reset(start=self.safety.prev)     # ramp from the safe command sent
+                self.need_reset = True
+            self.watchdog = "ok"
+        st = self.state
+        st.t = t
+        if self.need_reset:
+            self.law.reset(st)
+            self.need_reset = False
+            self.pending_ref = None
+        if self.pending_ref is not None:
+            ref, self.pending_ref = self.pending_ref, None
+            try:
+                self.law.set_reference(ref)
+            except ValueError as e:
+                self.reject_reference("reference", str(e), now)
+        if self.pending_wrench:
+            self.pending_wrench = False
+            self._apply_target_wrench()
+        if self.cartesian:
+            self._process_wrench(now, dt)
+        tau = self.law.compute(st)
+        fallback = self._safe_torque if self._p["safe_command"] == "gravity" else None
+        tau = self.safety.apply(tau, st, dt_rate, fallback=fallback)
+        self.tau[:] = tau
+        self.safe_reached = False
+        self.total_steps += 1
+        return self.tau
+
+    def sent(self, now):
+        """The command of the last step left at `now` (the rate limit's dt counts from there)."""
+        self.last_pub = now
+
+    def _apply_target_wrench(self):
+        if self.pose_target is None:                     # keep the pose being held
+            ref = self.law.info.reference
+            if ref is None or len(ref) != 7:
+                return
+            self.pose_target = (_quat_to_matrix(*ref[3:7]), np.array(ref[:3]))
+        self.law.set_reference(CartesianReference(self.pose_target[0], self.pose_target[1],
+                                                  wrench=self.wrench_target))
+
+    def _process_wrench(self, now, dt):
+        """The latest raw wrench -> State.wrench (tare, tool weight, filter, frame change)."""
+        st = self.state
+        if self.wrench_raw is None:
+            st.wrench = None
+            return
+        age = now - self.wrench_time
+        timeout = self._p["watchdog_timeout"]
+        if age > timeout:                                # the sensor went silent
+            if self._wrench_episode.reason != "stale":
+                self.counts["rejected.wrench"] += 1
+            self._wrench_problem("stale", f"no wrench for {age:.3f} s (watchdog_timeout {timeout} s)", now)
+            st.wrench = None
+            return
+        frame = self._p["sensor_frame"] or self.wrench_raw_frame
+        if self.wrench_proc is None or self.wrench_proc.sensor_frame != frame:
+            if self.wrench_frame_error == frame:
+                st.wrench = None
+                return
+            try:
+                self.wrench_proc = self._make_wrench_processor(frame)
+            except ValueError as e:
+                self.wrench_frame_error = frame
+                self.counts["rejected.wrench"] += 1
+                self._wrench_problem("unknown_frame", f"sensor frame {frame!r}: {e}", now)
+                st.wrench = None
+                return
+        if self._wrench_episode.reason:
+            self._wrench_episode.end(lambda e: f"wrench on {self._wrench_label} valid again "
+                                                    f"({e.reason} before)")
+        st.wrench = self.wrench_proc.process(self.wrench_raw, st.q, dt)
+        st.wrench_frame = self.wrench_proc.frame
+
+    # ------------------------------------------------------------------ the safe command
+    def _safe_torque(self):
+        """The safe command in model order: zero, or g(q) at the last valid q, clipped to the limits."""
+        if self._p["safe_command"] == "gravity" and self.have_state:
+            self.safe[:] = self.gravity_backend.gravity(self.q)
+            np.clip(self.safe, -self.safety.limit, self.safety.limit, out=self.safe)
+        else:
+            self.safe.fill(0.0)
+        return self.safe
+
+    def safe_step(self, now):
+        """One step of the safe command: from the last command sent toward the safe torque at the
+        torque-rate limit, never more than rate x one control period per step (so a Franka-style rate
+        check never sees a discontinuity).  Sets `safe_reached` once the command equals the safe
+        torque.  Returns the command (model order)."""
+        target = self._safe_torque()
+        prev = self.safety.prev
+        tau = self.safe_out
+        if prev is None:                                 # nothing sent yet: the drive holds zero
+            prev = self._zero
+        dt = self.period if self.last_pub is None else min(max(now - self.last_pub, 0.0), self.period)
+        step = self.safety.rate * dt
+        d = target - prev
+        np.clip(d, -step, step, out=tau)
+        tau += prev
+        within = np.abs(d) <= step
+        np.copyto(tau, target, where=within)             # exactly the target once within reach
+        self.safe_reached = bool(within.all())
+        self.safe_published += 1
+        # the safe command bypasses the safety filter: the next filtered command must move from it at
+        # the rate limit (not jump back to the last filtered one)
+        self.safety.hold(tau)
+        self.last_step = now
+        self.last_pub = now
+        return tau
+
+    def safe_ramp_time(self):
+        """Upper bound [s] of the ramp from any command to the safe one (the limit span / rate)."""
+        return float(np.max(2.0 * self.safety.limit / np.maximum(self.safety.rate, 1e-9)))
+
+    # ------------------------------------------------------------------ monitoring
+    @property
+    def info(self):
+        return self.law.info
+
+    def diagnostics(self):
+        """(level, message, [(key, value text), ...]) of the loop."""
+        kv = [("steps_total", str(self.total_steps)), ("safe_commands_total", str(self.safe_published)),
+              ("watchdog", self.watchdog if self.active else "inactive"),
+              ("watchdog_trips", str(self.counts["watchdog_trips"]))]
+        for k, val in sorted(dict(getattr(self.safety, "counts", {})).items()):
+            kv.append((f"safety.{k}", str(val)))
+        reasons = getattr(self.safety, "reasons", None)
+        if reasons:
+            kv.append(("safety.last_reasons", ",".join(map(str, reasons))))
+        if not self.active:
+            return OK, "inactive", kv
+        if self.watchdog == "tripped":
+            return ERROR, "watchdog tripped: joint states stale or invalid", kv
+        if self.watchdog == "waiting":
+            return WARN, "waiting for joint states", kv
+        if self._js_episode.reason:
+            return WARN, f"rejecting joint states ({self._js_episode.reason})", kv
+        return OK, "active", kv
+
+    @property
+    def rejecting(self):
+        """The reason of the current joint-state rejection episode, or ""."""
+        return self._js_episode.reason

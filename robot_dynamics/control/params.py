@@ -1,0 +1,205 @@
+"""The control loop's parameters: names, defaults, validation rules.  No ROS.
+
+One table serves both front ends: the controller node declares these as ROS parameters (beside its
+own topic / QoS / lifecycle ones), and `ControlLoop.from_params` / `set_params` validate a flat dict
+with the same names by the same rules (`check_value`).  Per-joint values are given in `joints` order.
+
+    loop_param_specs()        # [Spec, ...]: the loop's general parameters, then `<law>.<key>` of every law
+    check_value(spec, v, n)   # None, or an error string naming the parameter
+"""
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class Unset:
+    """Default of a parameter that is not set unless given (its value comes from elsewhere: the
+    URDF, the law); `type_name` is what it holds when set ('double', 'double[]', 'string[]')."""
+
+    def __init__(self, type_name):
+        self.type_name = type_name
+
+    def __repr__(self):
+        return f"Unset({self.type_name!r})"
+
+
+UNSET_DOUBLE, UNSET_DOUBLE_ARRAY, UNSET_STRING_ARRAY = Unset("double"), Unset("double[]"), Unset("string[]")
+
+
+@dataclass
+class Spec:
+    """One parameter.  `check` names the validation rule: 'nonneg', 'positive', 'finite', 'choices',
+    'per_joint' (1 or len(joints) numbers >= 0), 'per_joint_any' (1 or len(joints) finite numbers),
+    'vec3', 'vec2_nonneg', or None.  `live`: changeable while configured."""
+    name: str
+    default: object
+    description: str
+    check: str = None
+    choices: tuple = ()
+    live: bool = False
+    law_key: str = None          # for law parameters: the key in the law's params dict
+    startup: bool = False
+
+
+LAWS = ("gravity_compensation", "computed_torque", "joint_impedance", "cartesian_impedance")
+
+LOOP_PARAMS = [
+    Spec("controller", "gravity_compensation", "control law", "choices", LAWS),
+    Spec("joints", UNSET_STRING_ARRAY,
+         "active joints = command order; other movable joints are locked at 0 (clamped into "
+         "limits); not set: all movable joints of the model, in model order"),
+    Spec("backend", "pinocchio", "dynamics backend of the control laws", "choices", ("pinocchio", "reference")),
+    Spec("update_rate", 1000.0, "control rate [Hz]: the timer trigger's rate, the safe-command ramp's period "
+         "and the command period of the torque-rate limit (the most a command may change is "
+         "torque_rate_limit / update_rate, however long the gap since the last one)", "positive"),
+    Spec("sensor_frame", "", "F/T sensor frame; empty: header.frame_id of the wrench messages"),
+    Spec("tool_mass", 0.0, "mass of the tool beyond the sensor [kg], removed from the wrench", "nonneg"),
+    Spec("tool_com", [0.0, 0.0, 0.0], "tool centre of mass in the sensor frame [m]", "vec3"),
+    Spec("wrench_filter_cutoff_hz", 0.0, "low-pass cut-off of the wrench [Hz]; 0: no filter", "nonneg"),
+    Spec("wrench_deadband", [0.0, 0.0], "deadband on |force| [N] and |torque| [N m]", "vec2_nonneg"),
+    Spec("watchdog_timeout", 0.1, "joint states older than this [s] (or no control step for this long) -> "
+         "the safe command", "positive", live=True),
+    Spec("safe_command", "zero", "command when the input is stale or invalid, and on deactivate: "
+         "zero torque, or gravity compensation at the last valid position", "choices",
+         ("zero", "gravity"), live=True),
+    Spec("effort_limits", UNSET_DOUBLE_ARRAY, "torque limits [N m] in `joints` order; not set: the URDF's",
+         "per_joint", live=True),
+    Spec("effort_scale", 1.0, "fraction (0, 1] of the effort limits actually allowed", "positive", live=True),
+    Spec("torque_rate_limit", 1000.0, "largest torque change per second [N m/s]", "positive", live=True),
+    Spec("ramp_time", 0.5, "torque ramp from zero on activation and after a watchdog trip [s]", "nonneg",
+         live=True),
+    Spec("position_margin", 0.0, "distance to a position limit where a repulsive torque starts "
+         "[rad | m]; 0: off", "nonneg", live=True),
+    Spec("position_stiffness", 0.0, "stiffness of that repulsive torque [N m/rad]", "nonneg", live=True),
+    Spec("velocity_damping", 0.0, "extra joint damping added by the safety filter [N m s/rad]", "nonneg",
+         live=True),
+    Spec("log_throttle_period", 1.0, "per-message conditions (rejected joint states, references, wrenches, "
+         "watchdog) log at most one line per condition per this many seconds, plus the end of a logged "
+         "episode; the counts in /diagnostics stay exact; 0: one line per episode", "nonneg", live=True),
+]
+
+# loop parameter -> SafetyParams field
+SAFETY_KEYS = {"effort_limits": "effort_limits", "effort_scale": "effort_scale", "torque_rate_limit": "rate_limit",
+               "ramp_time": "ramp_time", "position_margin": "position_margin",
+               "position_stiffness": "position_stiffness", "velocity_damping": "velocity_damping"}
+
+# law parameter keys: kind ('per_joint' nonneg vector, 'per_joint_any', 'vec6' nonneg, 'bool',
+# 'double' nonneg, 'string', 'bool6') and description.  Defaults come from the law classes.
+LAW_KEYS = {
+    "compensate_gravity": ("bool", "add g(q) (false when the robot driver compensates gravity)"),
+    "friction_compensation": ("bool", "add the friction model below"),
+    "friction_viscous": ("per_joint", "viscous friction [N m s/rad]"),
+    "friction_coulomb": ("per_joint", "Coulomb friction [N m]"),
+    "friction_smoothing": ("positive", "tanh smoothing velocity of the Coulomb term [rad/s]"),
+    "kp": ("per_joint", "position gain [1/s^2]; not set: omega^2"),
+    "kd": ("per_joint", "velocity gain [1/s]; not set: 2 sqrt(kp) or 2 zeta omega"),
+    "omega": ("double", "closed-loop natural frequency [rad/s] (when kp is not set)"),
+    "zeta": ("double", "closed-loop damping ratio (when kd is not set)"),
+    "k_gains": ("per_joint", "joint stiffness [N m/rad]"),
+    "d_gains": ("per_joint", "joint damping [N m s/rad]; not set: damping_ratio-critical from M(q)"),
+    "damping_ratio": ("double", "damping ratio used when d_gains is not set"),
+    "coriolis_feedforward": ("bool", "add C(q, v) v"),
+    "inertia_feedforward": ("bool", "add M(q) a_d"),
+    "frame": ("string", "controlled frame; empty: the last frame of the model (the tool tip)"),
+    "task.damping_ratio": ("double", "damping ratio of the task axes whose d_* is not set"),
+    "nullspace_stiffness": ("per_joint", "posture stiffness in the null space [N m/rad]"),
+    "nullspace_damping": ("per_joint", "posture damping [N m s/rad]; not set: critical"),
+    "q_nullspace": ("per_joint_any", "posture [rad]; not set: the configuration at activation / hold"),
+    "damped_pinv_lambda": ("double", "damping of the pseudo-inverse"),
+    "force_axes": ("bool6", "task axes [x y z rx ry rz] under force control instead of stiffness"),
+    "force_kp": ("vec6", "force-control proportional gain per task axis"),
+    "force_ki": ("vec6", "force-control integral gain per task axis"),
+    "force_integral_limit": ("double", "bound on the force integral term [N | N m]"),
+    "max_pos_error": ("double", "clip the position error [m]; 0: no clipping"),
+    "max_rot_error": ("double", "clip the rotation error angle [rad]; 0: no clipping"),
+}
+for _a in ("x", "y", "z"):
+    LAW_KEYS[f"task.k_pos_{_a}"] = ("double", f"translational stiffness along {_a} [N/m]")
+    LAW_KEYS[f"task.k_rot_{_a}"] = ("double", f"rotational stiffness about {_a} [N m/rad]")
+    LAW_KEYS[f"task.d_pos_{_a}"] = ("double_opt", f"translational damping along {_a} [N s/m]; not set: critical")
+    LAW_KEYS[f"task.d_rot_{_a}"] = ("double_opt", f"rotational damping about {_a} [N m s/rad]; not set: critical")
+
+SIX_KEYS = ("force_kp", "force_ki")        # 1 or 6 values (task axes), never reordered
+
+
+def law_param_specs():
+    """`<law>.<key>` parameters for every law, typed from LAW_KEYS, defaults from the law classes."""
+    from . import LAW_CLASSES
+    from .base import COMMON_DEFAULTS
+    specs = []
+    for law in LAWS:
+        defaults = dict(COMMON_DEFAULTS)
+        defaults.update(LAW_CLASSES[law].DEFAULTS)
+        for key, dflt in defaults.items():
+            kind, desc = LAW_KEYS.get(key, (None, key))
+            if kind is None:                               # a key the table does not know: infer
+                kind = ("bool" if isinstance(dflt, bool) else "double" if isinstance(dflt, (int, float))
+                        else "string" if isinstance(dflt, str) else "per_joint_any")
+            if kind == "bool":
+                default, check = bool(dflt), None
+            elif kind in ("double", "positive"):
+                default, check = float(dflt), ("positive" if kind == "positive" else "nonneg")
+            elif kind == "double_opt":
+                default, check = (UNSET_DOUBLE if dflt is None else float(dflt)), "nonneg"
+            elif kind == "string":
+                default, check = ("" if dflt is None else str(dflt)), None
+            elif kind == "bool6":
+                default, check = [bool(x) for x in dflt], None
+            else:                                          # per_joint, per_joint_any, vec6
+                default = UNSET_DOUBLE_ARRAY if dflt is None else (
+                    [float(dflt)] if np.isscalar(dflt) else [float(x) for x in dflt])
+                check = "per_joint" if kind == "vec6" else kind   # vec6: 1 or 6 values >= 0
+            if kind == "vec6":
+                desc += " (1 or 6 values)"
+            specs.append(Spec(f"{law}.{key}", default, desc, check, live=(key != "frame"), law_key=key))
+    return specs
+
+
+def loop_param_specs():
+    return LOOP_PARAMS + law_param_specs()
+
+
+def check_value(spec, value, n_joints=None):
+    """Validate one parameter value against its spec; returns an error string or None."""
+    name, rule = spec.name, spec.check
+    if value is None:
+        return None
+    if rule == "choices":
+        return None if value in spec.choices else f"{name}: {value!r} is not one of {list(spec.choices)}"
+    if rule in ("nonneg", "positive", "finite"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"{name}: expected a number, got {value!r}"
+        if not math.isfinite(value):
+            return f"{name}: {value} is not finite"
+        if rule == "nonneg" and value < 0:
+            return f"{name}: {value} must be >= 0"
+        if rule == "positive" and value <= 0:
+            return f"{name}: {value} must be > 0"
+        return None
+    if rule in ("per_joint", "per_joint_any", "vec3", "vec2_nonneg"):
+        try:
+            if isinstance(value, (str, bytes)) or any(isinstance(x, (bool, str, bytes)) for x in value):
+                raise TypeError
+            a = np.asarray(list(value), dtype=float)
+            if a.ndim != 1:
+                raise TypeError
+        except (TypeError, ValueError):
+            return f"{name}: expected a list of numbers, got {value!r}"
+        if rule == "vec3" and a.size != 3:
+            return f"{name}: expected 3 values, got {a.size}"
+        if rule == "vec2_nonneg" and a.size != 2:
+            return f"{name}: expected 2 values, got {a.size}"
+        if rule.startswith("per_joint"):
+            ok = (1,) if n_joints is None else (1, n_joints)
+            if a.size not in ok and n_joints is not None:
+                return f"{name}: expected 1 or {n_joints} values (one per joint), got {a.size}"
+            if a.size == 0:
+                return f"{name}: expected at least 1 value"
+        if not np.all(np.isfinite(a)):
+            return f"{name}: values must be finite, got {a.tolist()}"
+        if rule in ("per_joint", "vec2_nonneg") and np.any(a < 0):
+            i = int(np.flatnonzero(a < 0)[0])
+            return f"{name}: element {i} is {a[i]}, must be >= 0"
+        return None
+    return None
