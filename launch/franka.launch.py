@@ -1,0 +1,80 @@
+"""A Franka FR3 or Panda through libfranka (franky): the franka_bridge node, and in topic mode the
+torque controller node beside it.
+
+    ros2 launch robot_dynamics franka.launch.py robot_ip:=172.16.0.2 controller:=joint_impedance
+    ros2 launch robot_dynamics franka.launch.py robot_ip:=127.0.0.1 realtime:=false sim_clock:=true \
+        controller:=cartesian_impedance mode:=in_process          # against `franky-sim -s mujoco`
+
+Arguments:
+  robot              fr3 (default) or panda: config/fr3_bridge.yaml + config/fr3_<controller>.yaml, or
+                     config/panda_franka_bridge.yaml + config/panda_franka_<controller>.yaml
+  robot_ip           the robot's FCI address (franky-sim: the loopback address it prints)
+  controller         gravity_compensation, computed_torque, joint_impedance (default), cartesian_impedance
+  mode               topic (default): bridge + controller_node over DDS, as with ros2_control;
+                     in_process: the bridge runs the law, safety filter and supervisor in the robot's
+                     control callback (no DDS hop); it reads the same controller parameters file
+  realtime           true (default): libfranka requires a real-time kernel; false: RealtimeConfig.Ignore
+  sim_clock          false (default); true: the bridge publishes /clock from the robot's time and the
+                     controller uses it (franky-sim, which can fall behind the wall clock)
+  bridge_config, controller_config   parameter files replacing the defaults above
+The controller's compensate_gravity is forced false (the Franka adds gravity); the bridge checks it
+again and refuses commands that carry g(q).
+"""
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+PACKAGE = "robot_dynamics"
+FRANKA_ROBOTS = ("fr3", "panda")
+LAWS = ("gravity_compensation", "computed_torque", "joint_impedance", "cartesian_impedance")
+MODES = ("topic", "in_process")
+CONFIG_PREFIX = {"fr3": "fr3", "panda": "panda_franka"}     # config/<prefix>_bridge.yaml, <prefix>_<law>.yaml
+BRIDGE_CONFIGS = ("fr3_bridge.yaml", "panda_franka_bridge.yaml")
+LAW_CONFIGS = tuple(f"{p}_{law}.yaml" for p in ("fr3", "panda_franka") for law in LAWS)
+
+
+def _truthy(s):
+    return s.lower() in ("1", "true", "yes", "on")
+
+
+def _nodes(context):
+    share = get_package_share_directory(PACKAGE)
+    lc = {k: LaunchConfiguration(k).perform(context) for k in (
+        "robot", "robot_ip", "controller", "mode", "realtime", "sim_clock", "bridge_config",
+        "controller_config")}
+    prefix = CONFIG_PREFIX[lc["robot"]]
+    bridge_cfg = lc["bridge_config"] or os.path.join(share, "config", f"{prefix}_bridge.yaml")
+    law_cfg = lc["controller_config"] or os.path.join(share, "config", f"{prefix}_{lc['controller']}.yaml")
+    sim_clock = _truthy(lc["sim_clock"])
+    bridge_over = {"robot_ip": lc["robot_ip"], "mode": lc["mode"], "realtime": _truthy(lc["realtime"]),
+                   "publish_clock": sim_clock}
+    no_gravity = {f"{lc['controller']}.compensate_gravity": False}
+    if lc["mode"] == "in_process":
+        return [Node(package=PACKAGE, executable="franka_bridge", name="franka_bridge", output="screen",
+                     parameters=[law_cfg, bridge_cfg, bridge_over, no_gravity])]
+    return [
+        Node(package=PACKAGE, executable="franka_bridge", name="franka_bridge", output="screen",
+             parameters=[bridge_cfg, bridge_over]),
+        Node(package=PACKAGE, executable="controller_node", name="torque_controller", output="screen",
+             parameters=[law_cfg, {**no_gravity, "use_sim_time": sim_clock, "autostart": True}]),
+    ]
+
+
+def generate_launch_description():
+    return LaunchDescription([
+        DeclareLaunchArgument("robot", default_value="fr3", choices=list(FRANKA_ROBOTS)),
+        DeclareLaunchArgument("robot_ip", default_value="172.16.0.2", description="the robot's FCI address"),
+        DeclareLaunchArgument("controller", default_value="joint_impedance", choices=list(LAWS)),
+        DeclareLaunchArgument("mode", default_value="topic", choices=list(MODES)),
+        DeclareLaunchArgument("realtime", default_value="true",
+                              description="require a real-time kernel (false: RealtimeConfig.Ignore)"),
+        DeclareLaunchArgument("sim_clock", default_value="false",
+                              description="/clock from the robot's time (franky-sim)"),
+        DeclareLaunchArgument("bridge_config", default_value="", description="bridge parameters file"),
+        DeclareLaunchArgument("controller_config", default_value="", description="controller parameters file"),
+        OpaqueFunction(function=_nodes),
+    ])

@@ -1,0 +1,152 @@
+"""The ROS-free parts of the Franka bridge (robot_dynamics/hardware/franka.py), without a robot:
+URDF preparation, the model cross-check, the gravity guard and the command gate.
+
+Oracles: Pinocchio called directly on the URDF franky-sim serves (the robot's own model is built the
+same way: the URDF + the end effector's inertia appended to the flange joint), analytic figures and
+the parameters the test sets.
+"""
+import numpy as np
+import pytest
+
+pin = pytest.importorskip("pinocchio")
+
+import importlib.util  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+_spec = importlib.util.find_spec("franky_sim")
+if _spec is None:
+    pytest.skip("franky-sim not installed", allow_module_level=True)
+
+from robot_dynamics.dynamics import Model, PinocchioBackend  # noqa: E402
+from robot_dynamics.hardware import franka as fh  # noqa: E402
+
+FR3_URDF = (Path(_spec.origin).parent / "assets" / "fr3_clean.urdf").read_text()   # what franky-sim serves
+EE = (0.73, np.array([-0.01, 0.0, 0.03]), np.diag([0.001, 0.0025, 0.0017]))      # franky-sim's hand
+Q0 = np.array([0.0, 0.0, 0.0, -1.57, 0.0, 1.57, 0.785])
+
+
+class PinRobotModel:
+    """What franky's robot.model answers, from Pinocchio on the URDF with the load appended to the
+    flange (independent of robot_dynamics.dynamics)."""
+
+    def __init__(self, urdf):
+        self.m = pin.buildModelFromXML(urdf)
+        self.fid = self.m.getFrameId("link8")
+        self.I0 = [self.m.inertias[i].copy() for i in range(self.m.njoints)]
+
+    def _load(self, m_total, F_x, I_total=None):
+        f = self.m.frames[self.fid]
+        j = f.parentJoint
+        self.m.inertias[j] = self.I0[j] + f.placement.act(
+            pin.Inertia(m_total, np.asarray(F_x, float), np.zeros((3, 3)) if I_total is None else np.asarray(I_total)))
+        return self.m.createData()
+
+    def gravity(self, q, m_total, F_x, g):
+        return pin.computeGeneralizedGravity(self.m, self._load(m_total, F_x), np.asarray(q)).copy()
+
+    def mass(self, q, I_total, m_total, F_x):
+        M = pin.crba(self.m, self._load(m_total, F_x, I_total), np.asarray(q))
+        return np.triu(M) + np.triu(M, 1).T
+
+    def coriolis(self, q, v, I_total, m_total, F_x):
+        d = self._load(m_total, F_x, I_total)
+        return pin.computeCoriolisMatrix(self.m, d, np.asarray(q), np.asarray(v)) @ np.asarray(v)
+
+
+def our_backend(urdf, joints=fh.FR3_JOINTS, ee=EE):
+    text, flange = fh.prepare_urdf(urdf, joints, ee=ee, tcp=np.eye(4), prefix="fr3_")
+    model = Model.from_urdf_string(text)
+    return model, PinocchioBackend(model), text
+
+
+def test_prepare_urdf_renames_joints_adds_end_effector_and_tcp():
+    T = np.eye(4)
+    T[:3, :3] = pin.rpy.rpyToMatrix(0.0, 0.0, -np.pi / 4)
+    T[:3, 3] = [0.0, 0.0, 0.1034]
+    text, flange = fh.prepare_urdf(FR3_URDF, fh.FR3_JOINTS, ee=EE, tcp=T, prefix="fr3_")
+    assert flange == "link8"
+    model = Model.from_urdf_string(text)
+    assert model.joint_names == list(fh.FR3_JOINTS)
+    base = pin.buildModelFromXML(FR3_URDF)
+    total0 = sum(base.inertias[i].mass for i in range(base.njoints))
+    pm = model.pin_model
+    assert sum(pm.inertias[i].mass for i in range(pm.njoints)) == pytest.approx(total0 + EE[0], abs=1e-9)
+    # TCP = flange * T (Pinocchio FK on the original URDF as oracle)
+    d = base.createData()
+    pin.framesForwardKinematics(base, d, Q0)
+    want = d.oMf[base.getFrameId("link8")].homogeneous @ T
+    R, p = PinocchioBackend(model).frame_placement(Q0, "fr3_tcp")
+    assert np.allclose(R, want[:3, :3], atol=1e-8) and np.allclose(p, want[:3, 3], atol=1e-8)
+    with pytest.raises(ValueError, match="7 movable"):
+        fh.prepare_urdf(FR3_URDF, fh.FR3_JOINTS[:6])
+
+
+def test_cross_check_accepts_the_right_model_and_refuses_wrong_ones():
+    robot = PinRobotModel(FR3_URDF)
+    model, dyn, text = our_backend(FR3_URDF)
+    ok = fh.cross_check(dyn, robot, Q0, EE)
+    assert ok.ok and ok.gravity < 1e-8 and ok.mass < 1e-8 and ok.coriolis < 1e-8 and ok.n_configs == 7
+    # link4 20 % heavier: gravity differs by more than the tolerance
+    _, dyn_w, _ = our_backend(fh.scale_link_mass(FR3_URDF, "link4", 1.2))
+    bad = fh.cross_check(dyn_w, robot, Q0, EE)
+    assert not bad.ok and bad.gravity > fh.CrossCheckTolerance().gravity
+    assert "REFUSED" in bad.message()
+    # a forgotten end effector (the robot knows a 0.73 kg hand; our model has none)
+    _, dyn_n, _ = our_backend(FR3_URDF, ee=None)
+    assert not fh.cross_check(dyn_n, robot, Q0, EE).ok
+
+
+def test_gravity_guard():
+    g = np.array([0.0, -29.8, 0.0, 22.3, 0.8, 2.2, 0.0])
+    still = np.zeros(7)
+    guard = fh.GravityGuard(persist=0.02)
+    # the command is g(q) (double compensation): trips once it persisted 20 ms
+    assert not guard.check(g, g, still, 0.0)
+    assert not guard.check(g, g, still, 0.01)
+    assert guard.check(g, g, still, 0.021)
+    # half of g plus a little: still mostly g
+    guard.reset()
+    assert not guard.check(0.6 * g + 0.5, g, still, 0.0) and guard.check(0.6 * g + 0.5, g, still, 0.03)
+    # impedance torques (not along g), zero, -g, or moving fast: never
+    rng = np.random.default_rng(0)
+    for tau in [rng.normal(0, 5, 7), np.zeros(7), -g, 0.2 * g]:
+        guard.reset()
+        assert not any(guard.check(tau, g, still, t) for t in np.arange(0, 0.2, 0.001))
+    guard.reset()
+    assert not any(guard.check(g, g, np.full(7, 1.0), t) for t in np.arange(0, 0.2, 0.001))
+
+
+def test_command_gate_start_watchdog_stop_and_resume_without_jump():
+    gate = fh.CommandGate(command_timeout=0.1, ramp_time=0.5, stop_damping=np.full(7, 10.0))
+    cmd = np.array([5.0, -3.0, 2.0, 1.0, 0.5, -0.5, 0.2])
+    dq = np.array([0.1, 0, 0, 0, 0, 0, -0.2])
+    # waiting: damping, -D dq
+    assert np.allclose(gate.on_cycle(dq, 0.0), -10.0 * dq)
+    # not permitted (checks pending): commands are not applied
+    gate.permitted = False
+    assert gate.on_command(cmd, 0.0) is None and gate.state == fh.WAITING
+    gate.permitted = True
+    # first command blended in from the applied torque over ramp_time
+    gate.applied = np.zeros(7)
+    out = gate.on_command(cmd, 1.0)
+    assert np.allclose(out, 0.0)
+    assert np.allclose(gate.on_command(cmd, 1.25), 0.5 * cmd)
+    assert np.allclose(gate.on_command(cmd, 1.6), cmd)
+    assert gate.on_cycle(dq, 1.65) is None                      # fresh: the command stands
+    # no command for more than command_timeout: stopped, damping
+    out = gate.on_cycle(dq, 1.6 + 0.11)
+    assert gate.state == fh.STOPPED and gate.n_watchdog == 1 and np.allclose(out, -10.0 * dq)
+    assert gate.on_command(cmd, 1.8) is None                   # no automatic resume
+    assert gate.state == fh.STOPPED
+    # explicit resume: from the damping torque being applied, blended, no jump
+    assert gate.resume(2.0)
+    stop_tau = gate.applied.copy()
+    first = gate.on_command(cmd, 2.0)
+    assert np.allclose(first, stop_tau)
+    steps = [gate.on_command(cmd, 2.0 + k * 0.001) for k in range(1, 600)]
+    jumps = np.max(np.abs(np.diff(np.vstack([first] + steps), axis=0)))
+    assert jumps <= np.max(np.abs(cmd - stop_tau)) * 0.001 / 0.5 + 1e-12
+    assert np.allclose(steps[-1], cmd)
+    # bad input: rejected, counted, nothing applied
+    assert gate.on_command([np.nan] * 7, 3.0) is None and gate.on_command([1.0] * 6, 3.0) is None
+    assert gate.n_rejected == 2
