@@ -55,7 +55,7 @@ BAD = {
     "cartesian_impedance": [{"task.k_pos_x": -1.0}, {"task": {"k_rot_z": float("nan")}}, {"task.d_pos_y": -2.0},
                             {"nullspace_stiffness": [1.0] * 3}, {"frame": "no_such_frame"},
                             {"force_axes": [True] * 5}, {"damped_pinv_lambda": -1e-3},
-                            {"q_nullspace": [0.0] * 7 + [1.0]}],
+                            {"q_nullspace": [0.0] * 7 + [1.0]}, {"nullspace_damping_ratio": -0.5}],
 }
 
 
@@ -308,6 +308,26 @@ def test_cartesian_damping_from_task_inertia(model, pinb, refb):
     R, p = refb.frame_placement(s.q, FRAME)
     law.set_reference(CartesianReference(R=np.array(R), p=np.array(p), twist=J @ s.v))
     np.testing.assert_allclose(law.compute(s), refb.gravity(s.q), atol=1e-8, rtol=0)
+
+
+def test_cartesian_damping_some_axes_given(model, pinb, refb):
+    """task.d_pos_x = 40 and task.d_rot_z = 3 given, the rest derived: D is the matrix formula with the
+    rows and columns of x and rz replaced by the given values (measured from the torque, 1e-7)."""
+    rng = np.random.default_rng(21)
+    law = _cart(model, pinb, {"damped_pinv_lambda": 0.0, "nullspace_stiffness": 0.0, "nullspace_damping": 0.0,
+                              "compensate_gravity": False, "task.d_pos_x": 40.0, "task.d_rot_z": 3.0})
+    K = np.diag([300, 500, 700, 20, 30, 40.0])
+    s = rand_state(model, rng)
+    law.reset(s)
+    M, J = refb.mass_matrix(s.q), refb.frame_jacobian(s.q, FRAME, "local_world_aligned")
+    D = matrix_critical(np.linalg.inv(J @ np.linalg.solve(M, J.T)), K, 1.0)
+    for i, d in ((0, 40.0), (5, 3.0)):
+        D[i, :] = D[:, i] = 0.0
+        D[i, i] = d
+    Jp = J.T @ np.linalg.inv(J @ J.T)
+    D_meas = np.column_stack([-np.linalg.solve(J @ J.T, J @ law.compute(State(q=s.q, v=Jp[:, a])))
+                              for a in range(6)])
+    np.testing.assert_allclose(D_meas, D, rtol=1e-7, atol=1e-7)
 
 
 def test_cartesian_bounded_at_singularity(model, pinb):
