@@ -1,8 +1,34 @@
+import os
+import sys
 from glob import glob
 
 from setuptools import find_packages, setup
+try:
+    from setuptools.command.install_data import install_data
+except ImportError:               # setuptools < 80 (colcon-core pins setuptools<80)
+    from distutils.command.install_data import install_data
 
 package_name = "robot_dynamics"
+
+
+class InstallDataWrappers(install_data):
+    """Install data files; the node wrappers for lib/robot_dynamics get the shebang of the interpreter
+    that installs them (pip's or colcon's), not `#!/usr/bin/env python3`, which would find the system
+    Python outside an activated venv."""
+
+    def run(self):
+        super().run()
+        for path in self.get_outputs():
+            if os.path.basename(os.path.dirname(path)) == package_name and \
+                    os.path.basename(os.path.dirname(os.path.dirname(path))) == "lib" and os.path.isfile(path):
+                with open(path) as f:
+                    lines = f.read().splitlines(keepends=True)
+                if lines and lines[0].startswith("#!") and "python" in lines[0]:
+                    lines[0] = "#!" + sys.executable + "\n"
+                    with open(path, "w") as f:
+                        f.writelines(lines)
+                    os.chmod(path, 0o755)
+
 
 setup(
     name=package_name,
@@ -19,6 +45,7 @@ setup(
         ("lib/" + package_name, glob("resource/lib/*")),
     ],
     install_requires=["setuptools"],
+    cmdclass={"install_data": InstallDataWrappers},
     zip_safe=True,
     maintainer="robot_dynamics developers",
     maintainer_email="robot-dynamics@example.org",

@@ -20,7 +20,7 @@ impedance runs without a measured wrench.
 import os
 
 import yaml
-from ament_index_python.packages import get_package_share_directory
+from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import (AppendEnvironmentVariable, DeclareLaunchArgument, IncludeLaunchDescription,
                             OpaqueFunction, RegisterEventHandler)
@@ -40,9 +40,30 @@ CONTROLLERS = ("gravity_compensation", "computed_torque", "joint_impedance", "ca
 CONTROLLER_CONFIG = "{robot}_{controller}.yaml"          # in config/
 
 
+# ROS packages this route starts or includes (none of them is a Python wheel)
+REQUIRED_PACKAGES = ("ros_gz_sim", "ros_gz_bridge", "controller_manager", "robot_state_publisher")
+
+
+def _missing_packages():
+    missing = []
+    for pkg in REQUIRED_PACKAGES:
+        try:
+            get_package_share_directory(pkg)
+        except PackageNotFoundError:
+            missing.append(pkg)
+    return missing
+
+
 def _setup(context):
     from robot_dynamics.description import gz_ros2_control_urdf, mesh_resource_path, robot_urdf
 
+    # fail before anything starts, naming every missing package (not just the first one used)
+    missing = _missing_packages()
+    if missing:
+        raise RuntimeError(
+            f"gazebo.launch.py needs the ROS 2 packages {missing}, not installed here "
+            "(apt: ros-jazzy-ros-gz ros-jazzy-gz-ros2-control ros-jazzy-ros2-controllers "
+            "ros-jazzy-robot-state-publisher); nothing was started")
     share = get_package_share_directory(PACKAGE)
     robot = LaunchConfiguration("robot").perform(context)
     controller = LaunchConfiguration("controller").perform(context)

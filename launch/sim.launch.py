@@ -10,6 +10,7 @@ Arguments:
   config      controller parameters file; default config/<robot>_<controller>.yaml
   sim_config  sim node parameters file; default config/sim_<robot>.yaml
   robot_state_publisher  true: also run robot_state_publisher (TF for RViz) with the same URDF
+                         (skipped with a warning when its package is not installed)
   use_sim_time  false: the sim clock starts at the wall-clock time, so either works
 
 Topics between the two nodes are the ros2_control ones: /joint_states, /effort_controller/commands,
@@ -18,9 +19,11 @@ robot_state_publisher, or by the sim node when robot_state_publisher is off.
 """
 import os
 
-from ament_index_python.packages import get_package_share_directory
+from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, EmitEvent, LogInfo, OpaqueFunction, RegisterEventHandler
+from launch.event_handlers import OnProcessExit
+from launch.events import Shutdown
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
@@ -33,6 +36,14 @@ CONTROLLER_CONFIG = "{robot}_{controller}.yaml"          # in config/
 
 def _truthy(s):
     return str(s).lower() in ("1", "true", "yes", "on")
+
+
+def _have_package(name):
+    try:
+        get_package_share_directory(name)
+        return True
+    except PackageNotFoundError:
+        return False
 
 
 def _nodes(context):
@@ -49,13 +60,26 @@ def _nodes(context):
         share, "config", SIM_CONFIGS[robot])
     use_sim_time = _truthy(LaunchConfiguration("use_sim_time").perform(context))
     rsp = _truthy(LaunchConfiguration("robot_state_publisher").perform(context))
+    actions = []
+    if rsp and not _have_package("robot_state_publisher"):
+        # optional (TF for RViz): skip it, and let the sim node publish the description instead; a
+        # missing package must not abort the launch after the other nodes have started
+        actions.append(LogInfo(msg="WARNING: robot_state_publisher is not installed (apt install "
+                                   "ros-jazzy-robot-state-publisher): running without it, the sim node "
+                                   "publishes /robot_description"))
+        rsp = False
 
-    actions = [
-        Node(package=PACKAGE, executable="sim_node", name="mujoco_sim", output="screen",
-             parameters=[sim_config, {"publish_robot_description": not rsp}]),
-        Node(package=PACKAGE, executable="controller_node", name="torque_controller", output="screen",
-             parameters=[config, {"use_sim_time": use_sim_time}]),
-    ]
+    sim = Node(package=PACKAGE, executable="sim_node", name="mujoco_sim", output="screen",
+               parameters=[sim_config, {"publish_robot_description": not rsp}])
+    ctl = Node(package=PACKAGE, executable="controller_node", name="torque_controller", output="screen",
+               parameters=[config, {"use_sim_time": use_sim_time}])
+    actions += [sim, ctl]
+    # the pair is useless alone: when either exits (bad parameters file, crash) the launch shuts down
+    # and ends the other one, so nothing outlives a failed start
+    for node in (sim, ctl):
+        actions.append(RegisterEventHandler(OnProcessExit(
+            target_action=node,
+            on_exit=[EmitEvent(event=Shutdown(reason="a required node (sim_node / controller_node) exited"))])))
     if rsp:
         from robot_dynamics.description import robot_urdf
         actions.append(

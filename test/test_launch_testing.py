@@ -9,6 +9,7 @@ pytest here the module is skipped with that reason; test/test_system.py covers t
 over DDS without launch.
 """
 import os
+import sys
 import time
 import unittest
 
@@ -20,6 +21,11 @@ pytest.importorskip(
            "run under a ROS 2 Jazzy install (colcon test / launch_test)")
 pytest.importorskip("launch", reason="launch is not importable (ROS 2 Jazzy install needed)")
 pytest.importorskip("launch_ros", reason="launch_ros is not importable (ROS 2 Jazzy install needed)")
+if "launch_testing.launch_test" not in sys.modules and "launch_testing.pytest.hooks" not in sys.modules:
+    # plain pytest (pytest.ini disables launch_testing's pytest 9-incompatible plugin) would run the
+    # unittest classes below without launching anything
+    pytest.skip("a launch_testing file: it runs under `launch_test` (test/test_ros2_tools.py runs it so)",
+                allow_module_level=True)
 
 import launch  # noqa: E402
 import launch_testing.actions  # noqa: E402
@@ -105,7 +111,7 @@ class TestRunningSystem(unittest.TestCase):
 
 @launch_testing.post_shutdown_test()
 class TestShutdown(unittest.TestCase):
-    """Post-shutdown tests: every process ended cleanly on SIGINT."""
+    """Post-shutdown tests: every process ended cleanly (exit 0, no traceback) on launch's SIGINT."""
 
     def test_exit_codes(self, proc_info):
-        launch_testing.asserts.assertExitCodes(proc_info, allowable_exit_codes=[0, -2, -15])
+        launch_testing.asserts.assertExitCodes(proc_info)      # 0 only: clean on SIGINT

@@ -24,13 +24,12 @@ which offers the same choices); they are re-exported here.
 """
 import sys
 
-import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from .common import EXECUTORS, RELIABILITIES, make_executor, make_qos  # noqa: F401 (re-exported)
+from .runner import run
 
 
 class EchoNode(Node):
@@ -67,28 +66,12 @@ class EchoNode(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = executor = None
-    try:
-        node = EchoNode()
-        executor = make_executor(node.executor_name)
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.get_logger().info(f"echoed {node.count} messages")
-        if executor is not None:
-            try:
-                executor.shutdown()
-            except Exception:  # noqa: BLE001  (best effort at exit)
-                pass
-        if node is not None:
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.try_shutdown()
-    return 0
+    """Spin until SIGINT / SIGTERM (repeated ones included), then exit 0 (nodes/runner.py)."""
+    def report(node):
+        node.get_logger().info(f"echoed {node.count} messages")
+
+    return run(EchoNode, args=args, executor_factory=lambda node: make_executor(node.executor_name),
+               on_exit=report)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,6 @@ import threading
 import time
 
 import numpy as np
-import rclpy
 from geometry_msgs.msg import WrenchStamped
 from rclpy.exceptions import ParameterUninitializedException
 from rclpy.node import Node
@@ -46,6 +45,8 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
+
+from .runner import run
 
 # Every parameter the node declares: name -> (default, description).  Tests and the launch checks use
 # this table (config YAML keys must be here).  A Parameter.Type default is a typed parameter with no
@@ -365,19 +366,8 @@ class MujocoSimNode(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = MujocoSimNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.try_shutdown()
-    return 0
+    """Spin until SIGINT / SIGTERM (repeated ones included), then exit 0 (nodes/runner.py)."""
+    return run(MujocoSimNode, args=args)
 
 
 if __name__ == "__main__":
