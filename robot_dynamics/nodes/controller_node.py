@@ -1193,46 +1193,30 @@ class TorqueControllerNode(LifecycleNode):
 # ------------------------------------------------------------------------------------------------
 def main(args=None):
     """Run one controller node.  Extra (non-ROS) arguments: --print-params, --multi-threaded (an alias
-    of `-p executor:=multi`).  The executor is the node's `executor` parameter, read at start-up."""
-    from rclpy.executors import ExternalShutdownException
-    from rclpy.signals import SignalHandlerOptions
+    of `-p executor:=multi`).  The executor is the node's `executor` parameter, read at start-up.
+    SIGINT / SIGTERM (repeated ones included) end it cleanly with exit 0 (nodes/runner.py), after
+    the lifecycle shutdown transition has published the safe command."""
     from rclpy.utilities import remove_ros_args
+
+    from .runner import run
     argv = sys.argv if args is None else args
     extra = remove_ros_args(argv)[1:]
     if "--print-params" in extra:
         print(interface_tables_markdown())
         return 0
-    # our own SIGINT/SIGTERM handlers: stop spinning, publish the safe command, then shut down
-    rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    node = TorqueControllerNode()
-    executor_name = "multi" if "--multi-threaded" in extra else node.get_parameter("executor").value
-    try:
-        executor = make_executor(executor_name)
-    except ValueError as e:
-        node.get_logger().error(str(e))
-        node.destroy_node()
-        rclpy.try_shutdown()
-        return 1
-    node.get_logger().info(f"executor: {executor_name}")
-    executor.add_node(node)
-    try:
-        while not stop.is_set() and rclpy.ok():
-            executor.spin_once(timeout_sec=0.1)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        try:
-            if node.lifecycle_state in ("active", "inactive", "unconfigured"):
-                node.trigger_shutdown()
-        except Exception as e:                         # noqa: BLE001
-            node.get_logger().error(f"shutdown: {e}")
-        executor.shutdown(timeout_sec=1.0)
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+
+    def executor_for(node):
+        name = "multi" if "--multi-threaded" in extra else node.get_parameter("executor").value
+        executor = make_executor(name)              # ValueError: logged, exit code 1
+        node.get_logger().info(f"executor: {name}")
+        return executor
+
+    def safe_stop(node):
+        # the shutdown transition publishes the safe command on the way out
+        if node.lifecycle_state in ("active", "inactive", "unconfigured"):
+            node.trigger_shutdown()
+
+    return run(TorqueControllerNode, args=argv, executor_factory=executor_for, on_exit=safe_stop)
 
 
 if __name__ == "__main__":
