@@ -3,12 +3,13 @@
 Oracles: the analytic first-order response 1 - exp(-K t) (a held arm: momentum constant, so the
 external torque is g(q) - tau exactly); the wrench the MuJoCo simulator applies (mapped to joints with
 Pinocchio's Jacobian); and, in fast free motion with unmodelled joint friction, the friction the
-simulator was given.  Measured figures are printed (`pytest -s`).
+simulator was given; the simulator's F/T sensor when the Cartesian law presses on a table using the
+estimate as its measured wrench.  Measured figures are printed (`pytest -s`).
 """
 import numpy as np
 import pytest
 
-from robot_dynamics.control import State, make_law
+from robot_dynamics.control import CartesianReference, State, make_law
 from robot_dynamics.control.observer import MomentumObserver
 from robot_dynamics.dynamics import Model, PinocchioBackend
 from robot_dynamics.sim import MujocoSim
@@ -222,3 +223,42 @@ def test_fast_free_motion_no_false_collision():
     assert 0.75 < vfrac < 1.0
     assert obs.n_collisions == 0
     assert np.all(rmax < fric_bound + 0.05) and rmax.max() > coul    # it does see the friction
+
+
+@pytest.mark.slow
+def test_cartesian_force_control_on_the_estimate():
+    """The estimate in place of an F/T sensor: Cartesian impedance with z as a force axis presses the
+    TCP (a 1 cm sphere) on a table with 10 N, the measured wrench being the observer's (world axes).
+    Oracle: the simulator's F/T sensor at the TCP (massless beyond it, so it reads the contact wrench)."""
+    model, dyn = panda()
+    R, p = dyn.frame_placement(Q_HOME, TCP)
+    R, p = R.copy(), p.copy()
+    sim = MujocoSim(model, table=p[2] - 0.01 - 0.03, ft_sensor_frame=TCP)     # 3 cm below the sphere
+    params = {"frame": TCP, "task.damping_ratio": 1.0, "nullspace_stiffness": 10.0,
+              "force_axes": [False, False, True, False, False, False], "force_kp": 0.5, "force_ki": 5.0}
+    for a in "xyz":
+        params[f"task.k_pos_{a}"], params[f"task.k_rot_{a}"] = 500.0, 50.0
+    law = make_law("cartesian_impedance", model, dyn, params)
+    sim.reset(Q_HOME)
+    law.reset(State(sim.q, sim.v, sim.t))
+    f_d = 10.0
+    law.set_reference(CartesianReference(R, p, wrench=np.array([0.0, 0.0, -f_d, 0.0, 0.0, 0.0])))
+    obs = MomentumObserver(model, dyn, gain=K, frame=TCP)
+    obs.reset(sim.q, sim.v)
+    w, est, true = None, [], []
+    for _ in range(3000):
+        tau = law.compute(State(sim.q, sim.v, sim.t, wrench=w, wrench_frame="world"))
+        sim.step(tau)
+        obs.update(sim.q, sim.v, tau, DT)
+        w = obs.wrench(sim.q)
+        Rs, _ = sim.frame_pose(TCP)
+        ft = sim.ft_wrench()
+        est.append(w.copy())
+        true.append(np.concatenate([Rs @ ft[:3], Rs @ ft[3:]]))
+    est, true = np.array(est), np.array(true)
+    err = np.abs(est[-500:] - true[-500:]).max(axis=0)
+    print(f"\nCartesian force control on the estimate, F_d {f_d} N down: contact force z {true[-1, 2]:.3f} N "
+          f"(estimate {est[-1, 2]:.3f}); |estimate - F/T| over the last 0.5 s per axis "
+          f"{np.array2string(err, precision=3)}")
+    assert abs(true[-1, 2] - f_d) < 0.02 * f_d              # the table pushes back with F_d
+    assert err[:3].max() < 0.02 * f_d and err[3:].max() < 0.02
