@@ -45,6 +45,7 @@ import time
 import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile
@@ -53,9 +54,11 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
 
 from ..dynamics import Model, PinocchioBackend
 from ..hardware import franka as fh
+from .common import map_joint_values, pose_to_rp, trajectory_arrays
 
 MODES = ("topic", "in_process")
 PARAMETERS = {
@@ -129,6 +132,7 @@ class FrankaBridge(Node):
         self.latency = []                # (robot time of the state, robot time of the applying cycle)
         self.n_superseded = 0
         self.loop = None                 # in-process ControlLoop
+        self._qm, self._vm = np.zeros(fh.N), np.zeros(fh.N)
         self.loop_error = None
         self.guard = fh.GravityGuard()
         self.gate = fh.CommandGate(p["command_timeout"], p["ramp_time"], p["stop_damping"])
@@ -235,7 +239,107 @@ class FrankaBridge(Node):
             self.pub_desc.publish(String(data=urdf))
 
     def _build_loop(self):
-        raise NotImplementedError("in_process mode needs robot_dynamics.control.loop")
+        """in_process: the ROS-free ControlLoop (control/loop.py) from the controller parameters given
+        to this node (the same file the controller node reads), with gravity compensation and a
+        gravity safe command forced off (the Franka adds g(q))."""
+        from rcl_interfaces.msg import SetParametersResult
+        from ..control.loop import ControlLoop
+        from ..control.params import loop_param_specs
+        specs = {sp.name for sp in loop_param_specs()}
+        over = {k: v.value for k, v in self._parameter_overrides.items() if k in specs}
+        law = over.get("controller", "gravity_compensation")
+        for name in [n for n in specs if n.endswith(".compensate_gravity")]:
+            if over.get(name):
+                self.get_logger().warning(f"{name}: true ignored: the Franka adds gravity itself "
+                                          "(in_process forces it false)")
+            over[name] = False
+        if over.get("safe_command") == "gravity":
+            self.get_logger().warning("safe_command: gravity ignored: the Franka adds gravity (zero used)")
+        over["safe_command"] = "zero"
+        over["joints"] = list(self.joints)
+        over["update_rate"] = 1000.0                      # the robot's rate
+        for k in list(over):
+            if hasattr(over[k], "tolist"):
+                over[k] = over[k].tolist()
+            elif isinstance(over[k], (list, tuple)) or type(over[k]).__name__ == "array":
+                over[k] = list(over[k])
+        log = self.get_logger()
+        logf = {"info": log.info, "warn": log.warning, "error": log.error}
+        self.loop = ControlLoop.from_params(self.model, over, log=lambda lvl, text: logf.get(lvl, log.info)(text))
+        self.loop_lock = threading.Lock()
+        self.loop_params = over
+        for k, v in over.items():                          # live: ros2 param set /franka_bridge <k> <v>
+            if k not in PARAMETERS and not self.has_parameter(k) and v is not None and v != []:
+                try:
+                    self.declare_parameter(k, v)
+                except Exception:                          # noqa: BLE001  (a type rclpy cannot hold)
+                    pass
+
+        def on_set(params):
+            changes = {p.name: (list(p.value) if isinstance(p.value, (list, tuple)) or
+                                type(p.value).__name__ == "array" else p.value)
+                       for p in params if p.name in specs}
+            if not changes:
+                return SetParametersResult(successful=True)
+            if any(k.endswith(".compensate_gravity") and v for k, v in changes.items()):
+                return SetParametersResult(successful=False, reason="the Franka adds gravity itself")
+            with self.loop_lock:
+                ok, reason = self.loop.set_params(changes)
+            return SetParametersResult(successful=bool(ok), reason=reason or "")
+        self.add_on_set_parameters_callback(on_set)
+        self.cmd_msg = Float64MultiArray()
+        self.pub_cmd = self.create_publisher(Float64MultiArray, "~/commands", 10)
+        self.create_subscription(JointTrajectory, "~/joint_trajectory", self._on_trajectory, 10)
+        self.create_subscription(JointState, "~/target_joint_state", self._on_target_joint_state, 10)
+        self.create_subscription(PoseStamped, "~/target_pose", self._on_target_pose, 10)
+        self.create_service(Trigger, "~/hold", self._srv_hold)
+        self.get_logger().info(f"in_process: {law} in the robot's control callback")
+
+    def _reference(self, what, convert):
+        loop = self.loop
+        try:
+            ref = convert(loop)
+        except ValueError as e:
+            loop.reject_reference(what, str(e))
+            return
+        with self.loop_lock:
+            loop.set_reference(ref, what)
+
+    def _on_trajectory(self, msg):
+        from ..control import JointTrajectory as Traj
+        m = self.model
+
+        def convert(loop):
+            times, P, V, A = trajectory_arrays(list(m.joint_names), msg)
+            return Traj(times, P, V, A, lower=m.lower_limits, upper=m.upper_limits)
+        self._reference("joint_trajectory", convert)
+
+    def _on_target_joint_state(self, msg):
+        from ..control import JointReference
+        names = list(self.model.joint_names)
+
+        def convert(loop):
+            q = map_joint_values(names, msg.name, msg.position, "target_joint_state position")
+            v = (map_joint_values(names, msg.name, msg.velocity, "target_joint_state velocity")
+                 if len(msg.velocity) else None)
+            return JointReference(q, v)
+        self._reference("target_joint_state", convert)
+
+    def _on_target_pose(self, msg):
+        from ..control import CartesianReference
+
+        def convert(loop):
+            if msg.header.frame_id not in ("", "world", self.model.frame_names[0]):
+                raise ValueError(f"target_pose: frame {msg.header.frame_id!r} is not the robot base")
+            R, p = pose_to_rp(msg.pose)
+            return CartesianReference(R, p)
+        self._reference("target_pose", convert)
+
+    def _srv_hold(self, request, response):
+        with self.loop_lock:
+            ok, msg = self.loop.hold()
+        response.success, response.message = bool(ok), msg or "holding"
+        return response
 
     def _start_motion(self):
         self.gate.restart()
@@ -358,10 +462,26 @@ class FrankaBridge(Node):
 
     # ---- in-process mode (ControlLoop) ----
     def _loop_activate(self):
-        pass
+        """(Re)start: the torque motion starts from zero torque, so the loop ramps from zero."""
+        with self.loop_lock:
+            self.loop.deactivate()
+            self.loop.safety.reset(start=np.zeros(fh.N))
+            self.loop.activate()
 
     def _loop_cycle(self, q, dq, t):
-        return None
+        """The law, safety filter and supervisor on this cycle's state (robot time t); the torque is
+        applied in the next robot cycle."""
+        loop = self.loop
+        qm, vm = self._qm, self._vm
+        qm[self.index] = q
+        vm[self.index] = dq
+        with self.loop_lock:
+            loop.update_state(qm, vm, t)
+            tau_m, safe = loop.step(t)
+            tau = tau_m[self.index]
+        self.cmd_msg.data = tau.tolist()
+        self.pub_cmd.publish(self.cmd_msg)
+        return tau
 
     # ---- supervision ----
     def _poll(self):
@@ -427,7 +547,10 @@ class FrankaBridge(Node):
         return level, f"{st}: {reason}", d
 
     def _loop_diagnostics(self):
-        return {}
+        level, message, kv = self.loop.diagnostics()
+        d = {"loop_level": level, "loop": message}
+        d.update({f"loop.{k}": v for k, v in kv})
+        return d
 
     def _publish_diagnostics(self):
         level, msg, d = self.diagnostics()
