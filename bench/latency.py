@@ -426,23 +426,34 @@ def controller_options():
             if f'"{k}"' in text or f"'{k}'" in text}
 
 
-def run_one(cfg, args, env, tmp, log):
-    """cfg: dict(kind, law, rate, duration, executor, qos, extra).  Returns a result dict."""
+def run_one(cfg, args, env, tmp, log, start_node=None, start_driver=None, stop=None, wrap=None, during=None):
+    """cfg: dict(kind, law, rate, duration, executor, qos, extra).  Returns a result dict.
+    Hooks for bench/load.py and bench/two_hosts.py: start_node / start_driver(cmd, env, log_path) ->
+    Popen (default: rp.start; e.g. in a network namespace), stop(p) -> how it ended (default rp.stop),
+    wrap(cmd, role) -> cmd (e.g. under the real-time option), during(node, driver) called once both
+    run (e.g. a fault thread); its return value, if any, is stored under 'during'."""
+    start_node, start_driver = start_node or rp.start, start_driver or rp.start
+    stop = stop or rp.stop
+    wrap = wrap or (lambda cmd, role: cmd)
     tag = f"{cfg['kind']}_{cfg.get('law') or ''}_{cfg['executor']}_{qos_label(cfg['qos']).replace('/', '')}_{cfg['rate']:g}"
+    tag += cfg.get("tag_extra", "")
     res = dict(cfg, tag=tag, load1=os.getloadavg()[0])
-    node = rp.start(node_cmd(cfg["kind"], cfg.get("law"), cfg["executor"], cfg["qos"], cfg.get("extra", {})),
-                    env, tmp / f"{tag}.node.log")
+    node = start_node(wrap(node_cmd(cfg["kind"], cfg.get("law"), cfg["executor"], cfg["qos"], cfg.get("extra", {})),
+                           "node"), env, tmp / f"{tag}.node.log")
     out = str(tmp / tag)
+    res["out"], res["node_log"] = out, str(node.log_path)
     drv = None
     disc = min(args.discovery_timeout, 10.0) if cfg["kind"] == "echo" else args.discovery_timeout
     try:
-        drv = rp.start([sys.executable, str(Path(__file__).resolve()), "--role", "driver", "--out", out,
+        drv = start_driver(wrap([sys.executable, str(Path(__file__).resolve()), "--role", "driver", "--out", out,
                         "--rate", str(cfg["rate"]), "--duration", str(cfg["duration"]),
                         "--warmup", str(args.warmup), "--node-pid", str(node.pid),
                         "--qos", f"{cfg['qos'][0]}:{cfg['qos'][1]},{cfg['qos'][2]}:{cfg['qos'][3]}",
                         "--discovery-timeout", str(disc)]
-                       + ["--state-topic", args.state_topic if cfg["kind"] == "controller" else ""],
+                       + ["--state-topic", args.state_topic if cfg["kind"] == "controller" else ""], "driver"),
                        env, tmp / f"{tag}.driver.log")
+        if during is not None:
+            res["during"] = during(node, drv)
         limit = args.discovery_timeout + args.warmup + cfg["duration"] + 30
         try:
             drv.wait(limit)
@@ -451,8 +462,8 @@ def run_one(cfg, args, env, tmp, log):
         node_alive = node.poll() is None
     finally:
         if drv is not None:
-            rp.stop(drv)
-        res["stop"] = rp.stop(node)
+            stop(drv)
+        res["stop"] = stop(node)
     if "status" in res:
         return res
     try:

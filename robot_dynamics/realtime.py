@@ -12,15 +12,16 @@ string, e.g. a node's `get_logger().warning`) and reported in the returned dict 
 and start-up continues, unless `required` is true, in which case `RealtimeError` is raised.
 
 What each setting does (Linux):
-  sched_policy     'other' (default: no change), 'fifo' or 'rr': sched_setscheduler(0, ...) of the
-                   calling THREAD (Linux schedules threads; call apply() on the loop thread; threads
-                   created afterwards inherit it).  Needs CAP_SYS_NICE or an RLIMIT_RTPRIO >= priority
+  sched_policy     'other' (default: no change), 'fifo' or 'rr': sched_setscheduler of every thread
+                   of the process (scope 'process', the default: rclpy's executor and the DDS receive
+                   threads alike) or of the calling thread only (scope 'thread'); Linux schedules
+                   threads, and threads created afterwards inherit their creator's policy.  Needs CAP_SYS_NICE or an RLIMIT_RTPRIO >= priority
                    (e.g. `@realtime - rtprio 98` in /etc/security/limits.conf).
   sched_priority   1..99 for fifo/rr (ros2_control's controller_manager uses 50).
   lock_memory      mlockall(MCL_CURRENT | MCL_FUTURE): no page faults in the loop.  Needs
                    CAP_IPC_LOCK or an RLIMIT_MEMLOCK above the process size (a Python process with
                    rclpy, numpy and pinocchio maps ~0.5-1 GB: `memlock unlimited` in limits.conf).
-  cpu_affinity     list of CPU ids for the calling thread (sched_setaffinity(0, ...)); empty: no change.
+  cpu_affinity     list of CPU ids (sched_setaffinity, same scope as the policy); empty: no change.
                    On a PREEMPT_RT machine pin the loop to an isolated core (isolcpus=/nohz_full=).
   gc_mode          'default' (no change), 'freeze' (gc.collect() then gc.freeze(): the objects built
                    at configure are never scanned again) or 'manual' (freeze, then gc.disable(); the
@@ -36,11 +37,13 @@ import ctypes
 import ctypes.util
 import gc
 import os
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 
 POLICIES = ("other", "fifo", "rr")
 GC_MODES = ("default", "freeze", "manual")
+SCOPES = ("process", "thread")
 _POLICY_CONST = {"other": getattr(os, "SCHED_OTHER", 0), "fifo": getattr(os, "SCHED_FIFO", 1),
                  "rr": getattr(os, "SCHED_RR", 2)}
 MCL_CURRENT, MCL_FUTURE = 1, 2           # <sys/mman.h> on Linux
@@ -59,12 +62,16 @@ class Settings:
     gc_mode: str = "default"
     gc_period: float = 1.0
     required: bool = False
+    scope: str = "process"      # 'process': every thread of the process now (DDS's receive threads
+                                # too); 'thread': the calling thread only.  Later threads inherit.
 
     def validate(self):
         """A list of error strings (empty: fine).  Values out of range are errors here, not OS refusals."""
         err = []
         if self.sched_policy not in POLICIES:
             err.append(f"rt_sched_policy: {self.sched_policy!r} is not one of {list(POLICIES)}")
+        if self.scope not in SCOPES:
+            err.append(f"rt_scope: {self.scope!r} is not one of {list(SCOPES)}")
         if self.gc_mode not in GC_MODES:
             err.append(f"rt_gc_mode: {self.gc_mode!r} is not one of {list(GC_MODES)}")
         if isinstance(self.sched_priority, bool) or not isinstance(self.sched_priority, int):
@@ -95,6 +102,8 @@ PARAMS = (
      "(freeze + disable, young-generation collection every rt_gc_period s)", "choices", GC_MODES),
     ("rt_gc_period", 1.0, "seconds between collections in gc mode manual", "positive", ()),
     ("rt_required", False, "refuse to start when a requested real-time setting is refused", None, ()),
+    ("rt_scope", "process", "process: policy and affinity for every thread of the node (DDS's receive "
+     "threads too); thread: the control-loop thread only", "choices", SCOPES),
 )
 PARAM_TO_FIELD = {p[0]: p[0][3:] for p in PARAMS}
 
@@ -151,6 +160,30 @@ def _vmlck_kb():
     return None
 
 
+def _for_threads(scope, fn):
+    """fn(0) for the calling thread, then (scope 'process') fn(tid) for every other thread of the
+    process; a thread that ended meanwhile is skipped.  The calling thread's error propagates.
+    Returns the number of threads changed."""
+    fn(0)
+    n = 1
+    if scope != "process":
+        return n
+    me = threading.get_native_id()
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return n
+    for tid in tids:
+        if tid == me:
+            continue
+        try:
+            fn(tid)
+            n += 1
+        except ProcessLookupError:
+            pass
+    return n
+
+
 def _why(e, setting):
     """A hint for an OS refusal."""
     import errno
@@ -174,14 +207,20 @@ def apply(settings, log=None):
     report = {}
     refused = []
     errors = settings.validate()
-    for e in errors:
-        refused.append(e)
+    if errors:                                   # an invalid setting: nothing is applied
+        for key in ("sched", "mlock", "affinity", "gc"):
+            report[key] = "refused: invalid settings"
+        report["status"] = "refused"
+        text = "real-time settings refused (invalid): " + "; ".join(errors)
+        if settings.required:
+            log(text + " (rt_required: refusing to start)")
+            raise RealtimeError(text)
+        log(text + "; continuing without them")
+        return report
     rt_policy = settings.sched_policy in ("fifo", "rr")
 
     # --- scheduling policy and priority (the calling thread)
-    if settings.sched_policy not in POLICIES or "rt_sched_priority" in " ".join(errors):
-        report["sched"] = "refused: invalid setting"
-    elif not rt_policy:
+    if not rt_policy:
         report["sched"] = "unchanged (other)"
     else:
         pol = _POLICY_CONST[settings.sched_policy]
@@ -193,8 +232,8 @@ def apply(settings, log=None):
             refused.append(msg)
         else:
             try:
-                os.sched_setscheduler(0, pol, os.sched_param(prio))
-                report["sched"] = f"ok {settings.sched_policy} {prio}"
+                n = _for_threads(settings.scope, lambda tid: os.sched_setscheduler(tid, pol, os.sched_param(prio)))
+                report["sched"] = f"ok {settings.sched_policy} {prio} ({n} thread(s))"
             except OSError as e:
                 msg = f"sched_setscheduler({settings.sched_policy}, {prio}): {e.strerror}; {_why(e, 'sched')}"
                 report["sched"] = "refused: " + msg
@@ -213,15 +252,13 @@ def apply(settings, log=None):
             refused.append(msg)
 
     # --- CPU affinity (the calling thread)
-    if "rt_cpu_affinity" in " ".join(errors):
-        report["affinity"] = "refused: invalid setting"
-    elif not settings.cpu_affinity:
+    if not settings.cpu_affinity:
         report["affinity"] = "unchanged"
     else:
         cpus = sorted({int(c) for c in settings.cpu_affinity})
         try:
-            os.sched_setaffinity(0, cpus)
-            report["affinity"] = f"ok {sorted(os.sched_getaffinity(0))}"
+            n = _for_threads(settings.scope, lambda tid: os.sched_setaffinity(tid, cpus))
+            report["affinity"] = f"ok {sorted(os.sched_getaffinity(0))} ({n} thread(s))"
         except OSError as e:
             msg = f"sched_setaffinity({cpus}): {e.strerror}; {_why(e, 'affinity')} (online CPUs: " \
                   f"{sorted(os.sched_getaffinity(0))})"
@@ -229,9 +266,7 @@ def apply(settings, log=None):
             refused.append(msg)
 
     # --- garbage collector (process-wide)
-    if settings.gc_mode not in GC_MODES:
-        report["gc"] = "refused: invalid setting"
-    elif settings.gc_mode == "default":
+    if settings.gc_mode == "default":
         report["gc"] = "unchanged"
     else:
         gc.collect()

@@ -38,6 +38,10 @@ CHILD = textwrap.dedent(r'''
     from robot_dynamics import realtime
     s = realtime.Settings(**json.loads(sys.argv[1]))
     out = {}
+    # a thread that exists before apply() (as DDS's receive threads do when a node applies it)
+    early_go = threading.Event()
+    early = threading.Thread(target=early_go.wait, daemon=True)
+    early.start()
     try:
         out["report"] = realtime.apply(s, log=lambda t: print("LOG " + t, file=sys.stderr))
     except realtime.RealtimeError as e:
@@ -52,6 +56,8 @@ CHILD = textwrap.dedent(r'''
     t = threading.Thread(target=lambda: box.update(v=os_view(threading.get_native_id())))
     t.start(); t.join()
     out["thread"] = box["v"]
+    out["early"] = os_view(early.native_id)
+    early_go.set()
     out["alive_after"] = True          # the process carried on after apply()
     print(json.dumps(out))
 ''')
@@ -98,7 +104,7 @@ def test_applied_settings_read_back_from_the_os(policy, const):
     out, _ = run_child(dict(sched_policy=policy, sched_priority=prio, lock_memory=True, cpu_affinity=[cpu],
                             gc_mode="manual", gc_period=0.5))
     assert out["report"]["status"] == "ok", out["report"]
-    for where in ("main", "thread"):
+    for where in ("main", "thread", "early"):      # scope 'process': the earlier thread too
         v = out[where]
         assert v["policy"] == const, (where, v)
         assert v["priority"] == prio, (where, v)
@@ -108,12 +114,21 @@ def test_applied_settings_read_back_from_the_os(policy, const):
     assert out["main"]["gc_enabled"] is False and out["main"]["gc_frozen"] > 1000
 
 
+@pytest.mark.skipif(not _has_caps(), reason="needs CAP_SYS_NICE (run as root) to apply SCHED_FIFO")
+def test_scope_thread_leaves_the_other_threads_alone():
+    out, _ = run_child(dict(sched_policy="fifo", sched_priority=21, scope="thread"))
+    assert out["main"]["policy"] == os.SCHED_FIFO and out["main"]["priority"] == 21
+    assert out["thread"]["policy"] == os.SCHED_FIFO          # created afterwards: inherits
+    assert out["early"]["policy"] == os.sched_getscheduler(0) and out["early"]["priority"] == 0
+
+
 @pytest.mark.parametrize("settings,key", [
     (dict(sched_policy="fifo", sched_priority=120), "sched"),        # outside 1..99
     (dict(sched_policy="rr", sched_priority=0), "sched"),
     (dict(sched_policy="deadline", sched_priority=10), "sched"),     # not offered
     (dict(cpu_affinity=[4095]), "affinity"),                         # no such CPU: EINVAL
     (dict(cpu_affinity=[-1]), "affinity"),
+    (dict(sched_policy="fifo", sched_priority=10, scope="everything"), "status"),
 ])
 def test_invalid_or_impossible_setting_is_reported_and_not_fatal(settings, key):
     base = baseline()

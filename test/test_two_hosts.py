@@ -88,16 +88,20 @@ def run():
                                    "-p", "joints:=[" + ",".join(JOINTS) + "]"], tmp / "sim.log", env, cwd=str(ROOT))
         ctl = net.start("a", RT + [CONTROLLER, "--ros-args"] + _params(), tmp / "controller.log", env, cwd=str(ROOT))
         procs = {"recorder_a": rec_a, "recorder_b": rec_b, "sim": sim, "controller": ctl}
-        # wait until the robot side gets non-zero commands (discovery over the veth, autostart, ramp)
-        t_end = time.monotonic() + 90
+        # wait until both recorders get non-zero commands (discovery over the veth and in the
+        # controller's namespace, autostart, start ramp)
+        def ready():
+            return all(netns.progress(str(tmp / f"rec_{s}.npz"))[1] >= 150 for s in ("a", "b"))
+
+        t_end = time.monotonic() + 120
         while time.monotonic() < t_end:
-            if netns.progress(str(tmp / "rec_b.npz"))[1] >= 150 or any(p.poll() is not None for p in procs.values()):
+            if ready() or any(p.poll() is not None for p in procs.values()):
                 break
             time.sleep(0.2)
         dead = [n for n, p in procs.items() if p.poll() is not None]
-        if netns.progress(str(tmp / "rec_b.npz"))[1] < 150 or dead:
+        if not ready() or dead:
             logs = "\n".join(f"--- {n}\n" + p.log_path.read_text(errors="replace")[-1500:] for n, p in procs.items())
-            pytest.fail(f"no control over the veth link within 90 s (dead: {dead}); "
+            pytest.fail(f"no control over the veth link within 120 s (dead: {dead}); "
                         f"recorder b progress {netns.progress(str(tmp / 'rec_b.npz'))}\n{logs}")
         time.sleep(1.0)                  # the ramp_time start ramp is over
 
