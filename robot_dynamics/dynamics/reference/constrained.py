@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import quadprog
+from scipy.linalg.lapack import dpotrf, dpotrs
 
 from . import spatial
 from .crba import crba
@@ -108,13 +109,17 @@ def _position_error(tree, data, c):
 
 def _free_motion(tree, data, q, v, tau, J):
     """Cholesky factor of M, a_free = M^-1 (tau - h) and M^-1 J^T."""
-    M = crba(tree, data, q)
-    L = np.linalg.cholesky(M)
+    L = _cholesky(crba(tree, data, q), "the mass matrix")
+    h = nonlinear_effects(tree, data, q, v)
+    x = dpotrs(L, np.column_stack([tau - h, J.T]), lower=1)[0]    # M x = b with M = L L^T
+    return x[:, 0], x[:, 1:]
 
-    def solve(b):                                       # M x = b with M = L L^T
-        return np.linalg.solve(L.T, np.linalg.solve(L, b))
-    h = nonlinear_effects(tree, data, q, v).copy()
-    return solve(tau - h), solve(J.T)
+
+def _cholesky(A, what):
+    L, info = dpotrf(A, lower=1, clean=1)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"{what} is not positive definite")
+    return L
 
 
 def constrained_dynamics(tree, data, q, v, tau, constraints, baumgarte=(0.0, 0.0)):
@@ -131,7 +136,7 @@ def constrained_dynamics(tree, data, q, v, tau, constraints, baumgarte=(0.0, 0.0
     G = J @ MiJt                                        # Delassus matrix J M^-1 J^T
     rhs = a_des - gamma - J @ a_free                    # (2)
     try:
-        lam = np.linalg.solve(np.linalg.cholesky(G).T, np.linalg.solve(np.linalg.cholesky(G), rhs))
+        lam = dpotrs(_cholesky(G, "J M^-1 J^T"), rhs, lower=1)[0]
     except np.linalg.LinAlgError:
         raise ValueError("constrained_dynamics: the constraints are redundant or singular "
                          "(J M^-1 J^T not positive definite); remove a constraint") from None
