@@ -80,9 +80,10 @@ def _joint_transform(x, prismatic, c, s, q):
         x[0] += q * x[4]
         x[1] -= q * x[3]
         return
-    xs, ys = x[[0, 3]], x[[1, 4]]                            # rows x, y of the linear and angular parts
-    x[[0, 3]] = c * xs + s * ys                              # Rz^T: x' = c x + s y
-    x[[1, 4]] = c * ys - s * xs                              #       y' = c y - s x
+    xs, ys = x[0::3], x[1::3]                                # rows x, y of the linear and angular parts
+    t = c * xs + s * ys                                      # Rz^T: x' = c x + s y
+    x[1::3] = c * ys - s * xs                                #       y' = c y - s x
+    x[0::3] = t
 
 
 def _joint_transform_T(f, prismatic, c, s, q):
@@ -91,9 +92,10 @@ def _joint_transform_T(f, prismatic, c, s, q):
         f[3] -= q * f[1]
         f[4] += q * f[0]
         return
-    xs, ys = f[[0, 3]], f[[1, 4]]
-    f[[0, 3]] = c * xs - s * ys                              # Rz: x' = c x - s y
-    f[[1, 4]] = s * xs + c * ys                              #     y' = s x + c y
+    xs, ys = f[0::3], f[1::3]
+    t = c * xs - s * ys                                      # Rz: x' = c x - s y
+    f[1::3] = s * xs + c * ys                                #     y' = s x + c y
+    f[0::3] = t
 
 
 def _crf_add(v, h, out):
@@ -154,8 +156,8 @@ def rnea_batched(tree, bd, Q, V, A, fext=None):
             a[2] += qdd[i]                                   # a_i = Xup a_p + S qdd + v_i x S qd
         else:
             _joint_transform(x.reshape(6, 2, N), False, c[i], s[i], None)
-            a[[0, 3]] += qd[i] * v[[1, 4]]                   # a += v_i x S qd = [vl x z; w x z] qd
-            a[[1, 4]] -= qd[i] * v[[0, 3]]
+            a[0::3] += qd[i] * v[1::3]                       # a += v_i x S qd = [vl x z; w x z] qd
+            a[1::3] -= qd[i] * v[0::3]
             v[5] += qd[i]                                    # v_i = Xup v_p + S qd
             a[5] += qdd[i]                                   # a_i = Xup a_p + S qdd + v_i x S qd
     Ih = bd.inertias(tree) @ va                              # [I v | I a]

@@ -92,8 +92,8 @@ def regressor_batched(tree, bd, Q, V, A):
             a[2] += qdd[i]
         else:
             _joint_transform(x.reshape(6, 2, N), False, c[i], s[i], None)
-            a[[0, 3]] += qd[i] * v[[1, 4]]
-            a[[1, 4]] -= qd[i] * v[[0, 3]]
+            a[0::3] += qd[i] * v[1::3]
+            a[1::3] -= qd[i] * v[0::3]
             v[5] += qd[i]
             a[5] += qdd[i]
     Kt = _K.reshape(60, 6)
