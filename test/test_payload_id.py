@@ -74,8 +74,9 @@ def test_reported_std_matches_monte_carlo():
         stds.append([e.mass_std, *e.com_std])
     ests, stds = np.array(ests), np.array(stds)
     emp, rep = ests.std(axis=0), np.median(stds, axis=0)
+    bias = ests.mean(0) - [p["mass"], *p["com"]]
     print(f"\nstd of (m, c): empirical {np.array2string(emp, precision=4)}, reported (median) "
-          f"{np.array2string(rep, precision=4)}; mean error {np.array2string(ests.mean(0) - [p['mass'], *p['com']], precision=4)}")
+          f"{np.array2string(rep, precision=4)}; mean error {np.array2string(bias, precision=4)}")
     assert np.all(np.abs(rep / emp - 1) < 0.2)
     assert abs(ests[:, 0].mean() - p["mass"]) < 3 * emp[0] / np.sqrt(300) + 1e-3
 
