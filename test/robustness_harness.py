@@ -260,7 +260,10 @@ class Rig:
         from robot_dynamics.dynamics import robots
         base = dict(robot_description=robots.robot_urdf_path("panda").read_text(), joints=ARM,
                     joint_states_topic=self.js_topic, command_topic=self.cmd_topic,
-                    wrench_topic=self.wrench_topic, diagnostics_period=0.2)
+                    wrench_topic=self.wrench_topic, diagnostics_period=0.2,
+                    # one log line per episode (the suites count them); the throttled default is
+                    # tested in test_control_loop.py and test_controller_node.py
+                    log_throttle_period=0.0)
         base.update(params)
         node = TorqueControllerNode(f"{self.ns}_{name}", context=self.ctx, parameter_overrides=[
             Parameter(k, value=v) for k, v in base.items()])

@@ -261,17 +261,20 @@ def test_watchdog_fires_and_recovers(rig):
 
 
 def test_rejected_parameter_changes_keep_the_old_gains(rig):
-    """joint_impedance with v = 0: command = g(q) + K (q_hold - q); bad sets leave K in force."""
-    k = [100.0, 90.0, 80.0, 70.0, 60.0, 50.0, 40.0]
-    node = rig.controller(controller="joint_impedance", watchdog_timeout=10.0,
-                          **{"joint_impedance.k_gains": k}, **FAST)
+    """joint_impedance with v = 0: command = g(q) + K (q_hold - q); bad sets leave K in force.  The
+    `joints` order is not the model's, so per-joint gains must be reordered to land on their joints."""
+    k = [100.0, 90.0, 80.0, 70.0, 60.0, 50.0, 40.0]      # in `joints` order
+    joints = [ARM[i] for i in (3, 0, 6, 2, 5, 1, 4)]
+    idx = [ARM.index(j) for j in joints]                  # model index of each command entry
+    node = rig.controller(controller="joint_impedance", watchdog_timeout=10.0, joints=joints,
+                          **{"joint_impedance.k_gains": k, "joint_impedance.d_gains": [0.0]}, **FAST)
     wait_active(rig, node)
     rig.command_for(ARM, Q0)                              # first valid state: hold Q0
     dq = np.full(7, 0.01)
     q = Q0 + dq
 
-    def k_observed():
-        return -(rig.command_for(ARM, q) - gravity(q)) / dq
+    def k_observed():                                     # per command entry (`joints` order)
+        return -(rig.command_for(ARM, q) - gravity(q)[idx]) / dq
     np.testing.assert_allclose(k_observed(), k, rtol=1e-6)
     pc = rig.param_client(node)
     for bad in ([-1.0] + k[1:], k[:3], [float("nan")] * 7):
@@ -468,3 +471,64 @@ def test_timer_trigger_and_no_exception_escapes(rig):
     node.c.law.compute = boom
     wait_for(lambda: not np.any(rig.last_cmd()), what="the safe command after an exception")
     wait_for(lambda: int(rig.diagnostics(node)[0].get("errors.control_step", 0)) >= 1, what="errors counted")
+
+
+def test_flood_of_alternating_bad_and_good_joint_states_logs_throttled(rig):
+    """Issue 11: bad and good joint states alternating at up to 1 kHz for 3 s against the node in its
+    own process.  Its log (the child's output) stays within the throttle (log_throttle_period 1 s: one
+    episode start per second at most, and the end of a logged episode), and every rejection is
+    counted exactly in /diagnostics (reliable QoS with deep queues: every message sent arrives)."""
+    import re
+    name = f"{rig.ns}_flood"
+    cmd = [sys.executable, "-m", "robot_dynamics.nodes.controller_node", "--ros-args", "-r", f"__node:={name}",
+           "-p", "robot:=panda", "-p", "robot_description_timeout:=0.0",
+           "-p", "joints:=[" + ",".join(ARM) + "]", "-p", f"joint_states_topic:={rig.js_topic}",
+           "-p", f"command_topic:={rig.cmd_topic}", "-p", "watchdog_timeout:=10.0", "-p", "ramp_time:=0.0",
+           "-p", "qos_reliability:=reliable", "-p", "qos_depth:=10000", "-p", "diagnostics_period:=0.2"]
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        # (a process start on a loaded 2-core machine can take long: a longer bound than TIMEOUT)
+        wait_for(lambda: rig.last_cmd() is not None and np.any(rig.last_cmd()), 4 * TIMEOUT,
+                 "a command from the process", lambda: (rig.publish(ARM, Q0), time.sleep(0.01)))
+        pub = rig.h.create_publisher(JointState, rig.js_topic,
+                                     QoSProfile(depth=10000, reliability=ReliabilityPolicy.RELIABLE))
+        wait_for(lambda: pub.get_subscription_count() > 0, what="the node on the flood publisher")
+        good = JointState(name=ARM, position=[float(x) for x in Q0], velocity=[0.0] * 7)
+        bad = JointState(name=ARM, position=[float(x) for x in Q0[:3]] + [float("nan")] +
+                         [float(x) for x in Q0[4:]], velocity=[0.0] * 7)
+        sent_bad, t0 = 0, time.monotonic()
+        while time.monotonic() - t0 < 3.0:
+            pub.publish(bad)
+            pub.publish(good)
+            sent_bad += 1
+            delay = t0 + 0.002 * sent_bad - time.monotonic()   # one pair per 2 ms at most
+            if delay > 0:
+                time.sleep(delay)
+
+        def counted():
+            d = rig.diag.get(name, ({}, ""))[0]
+            return int(d.get("rejected.joint_states.non_finite", -1)) == sent_bad
+        wait_for(counted, what=f"all {sent_bad} rejections counted in /diagnostics")
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=TIMEOUT) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=TIMEOUT)
+        out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+        proc.stdout and proc.stdout.close()
+    stamp = re.compile(r"^\[\w+\] \[(\d+\.\d+)\] \[[^\]]*\]: (.*)$")
+    lines = [(float(m.group(1)), m.group(2)) for m in map(stamp.match, out.splitlines())
+             if m and ("joint state rejected" in m.group(2) or "joint states valid again" in m.group(2))]
+    t = np.array([x for x, _ in lines])
+    assert len(lines) >= 2, out[-3000:]
+    per_s = np.bincount(np.floor(t - t.min()).astype(int))
+    span = t.max() - t.min()
+    print(f"{sent_bad} bad + {sent_bad} good joint states in {time.monotonic() - t0:.1f} s: {len(lines)} "
+          f"log lines over {span:.1f} s, per second {per_s.tolist()}")
+    # starts >= 1 s apart, each followed by at most one end: <= 2 per started second of the span, and
+    # per 1 s bin at most 2 starts (bin phase) + their ends
+    assert per_s.max() <= 4, per_s
+    assert len(lines) <= 2 * (int(span + 0.01) + 1), (len(lines), span)

@@ -15,6 +15,9 @@ from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor
 from rclpy.parameter import Parameter
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
+from ..control.params import Unset
+from ..control.params import check_value as _check_value
+
 # ------------------------------------------------------------------------------------------------
 # executor and QoS choices (the controller and echo nodes offer the same ones)
 # ------------------------------------------------------------------------------------------------
@@ -129,48 +132,20 @@ def param_value(node, name):
 
 
 def check_value(spec, value, n_joints=None):
-    """Validate one parameter value against its spec; returns an error string or None."""
-    name, rule = spec.name, spec.check
-    if value is None:
-        return None
-    if rule == "choices":
-        return None if value in spec.choices else f"{name}: {value!r} is not one of {list(spec.choices)}"
-    if rule in ("nonneg", "positive", "finite"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return f"{name}: expected a number, got {value!r}"
-        if not math.isfinite(value):
-            return f"{name}: {value} is not finite"
-        if rule == "nonneg" and value < 0:
-            return f"{name}: {value} must be >= 0"
-        if rule == "positive" and value <= 0:
-            return f"{name}: {value} must be > 0"
-        return None
-    if rule in ("per_joint", "per_joint_any", "vec3", "vec2_nonneg"):
-        try:
-            if isinstance(value, (str, bytes)) or any(isinstance(x, (bool, str, bytes)) for x in value):
-                raise TypeError
-            a = np.asarray(list(value), dtype=float)
-            if a.ndim != 1:
-                raise TypeError
-        except (TypeError, ValueError):
-            return f"{name}: expected a list of numbers, got {value!r}"
-        if rule == "vec3" and a.size != 3:
-            return f"{name}: expected 3 values, got {a.size}"
-        if rule == "vec2_nonneg" and a.size != 2:
-            return f"{name}: expected 2 values, got {a.size}"
-        if rule.startswith("per_joint"):
-            ok = (1,) if n_joints is None else (1, n_joints)
-            if a.size not in ok and n_joints is not None:
-                return f"{name}: expected 1 or {n_joints} values (one per joint), got {a.size}"
-            if a.size == 0:
-                return f"{name}: expected at least 1 value"
-        if not np.all(np.isfinite(a)):
-            return f"{name}: values must be finite, got {a.tolist()}"
-        if rule in ("per_joint", "vec2_nonneg") and np.any(a < 0):
-            i = int(np.flatnonzero(a < 0)[0])
-            return f"{name}: element {i} is {a[i]}, must be >= 0"
-        return None
-    return None
+    """Validate one parameter value against its spec; returns an error string or None.  The rules are
+    the control loop's (robot_dynamics.control.params.check_value), so the node and an in-process
+    front end validate alike."""
+    return _check_value(spec, value, n_joints)
+
+
+def ros_param_spec(spec):
+    """A ROS-free control.params.Spec -> ParamSpec (an Unset default becomes the Parameter.Type)."""
+    d = spec.default
+    if isinstance(d, Unset):
+        d = {"double": Parameter.Type.DOUBLE, "double[]": Parameter.Type.DOUBLE_ARRAY,
+             "string[]": Parameter.Type.STRING_ARRAY}[d.type_name]
+    return ParamSpec(spec.name, d, spec.description, spec.check, tuple(spec.choices), live=spec.live,
+                     law_key=spec.law_key, startup=spec.startup)
 
 
 def params_table_markdown(specs):

@@ -1,6 +1,9 @@
 """The torque controller node: JointState (+ wrench, references) -> control law -> safety filter ->
-effort command.  A thin rclpy adapter over robot_dynamics.control; one class, importable, so several
-controllers can share one executor:
+effort command.  A thin rclpy adapter (message -> numpy, name mapping, QoS, parameters, lifecycle,
+timers, publishing) over robot_dynamics.control.ControlLoop, which holds the law, the safety filter
+and the supervisor (watchdog, safe command, start ramp, resume without a jump) and which a hardware
+bridge drives in-process the same way.  One class, importable, so several controllers can share one
+executor:
 
     ros2 run robot_dynamics controller_node --ros-args -p robot:=panda -p controller:=joint_impedance
     python -m robot_dynamics.nodes.controller_node --ros-args --params-file config/panda_joint_impedance.yaml
@@ -24,7 +27,6 @@ Controller state topic `~/state` (sensor_msgs/JointState), one message per contr
     effort   = the commanded torque (after the safety filter), as on command_topic
 """
 import gc
-import math
 import signal
 import sys
 import threading
@@ -45,19 +47,29 @@ from std_msgs.msg import Float64MultiArray, MultiArrayDimension, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory as JointTrajectoryMsg
 
-from ..dynamics import Model, make_backend, self_check
+from ..control import CartesianReference, ControlLoop, JointReference, JointTrajectory
+from ..control import params as loop_params
+from ..control.params import LAW_KEYS, LAWS, SAFETY_KEYS, SIX_KEYS  # noqa: F401 (re-exported)
+from ..dynamics import Model, self_check
 from .common import (EXECUTORS, REJECT_REASONS, RELIABILITIES, JointStateMapper, ParamSpec, check_value,
                      declare_all, make_executor, make_qos, map_joint_values, param_value,
-                     params_table_markdown, pose_to_rp, trajectory_arrays, wrench_to_array)
+                     params_table_markdown, pose_to_rp, ros_param_spec, trajectory_arrays, wrench_to_array)
 
-LAWS = ("gravity_compensation", "computed_torque", "joint_impedance", "cartesian_impedance")
 T = Parameter.Type
 
 # ------------------------------------------------------------------------------------------------
-# parameters
+# parameters: the control loop's (control/params.py: validated there, by the same rules, for every
+# front end) and the node's own (model source, topics, QoS, trigger, lifecycle, executor)
 # ------------------------------------------------------------------------------------------------
+_LOOP = {s.name: s for s in loop_params.LOOP_PARAMS}
+
+
+def _loop(name):
+    return ros_param_spec(_LOOP[name])
+
+
 GENERAL_PARAMS = [
-    ParamSpec("controller", "gravity_compensation", "control law", "choices", LAWS),
+    _loop("controller"),
     ParamSpec("robot_description", "", "URDF text; empty: use the robot_description topic"),
     ParamSpec("robot_description_topic", "/robot_description",
               "std_msgs/String topic (TRANSIENT_LOCAL, as robot_state_publisher publishes it)", startup=True),
@@ -66,16 +78,13 @@ GENERAL_PARAMS = [
               "urdf_path / robot (waits indefinitely when neither is set)", "nonneg"),
     ParamSpec("urdf_path", "", "URDF file, used when no robot_description is available"),
     ParamSpec("robot", "", "example-robot-data robot name (e.g. panda), the last fallback"),
-    ParamSpec("joints", T.STRING_ARRAY,
-              "active joints = command order; other movable joints are locked at 0 (clamped into "
-              "limits); not set: all movable joints of the model, in model order"),
-    ParamSpec("backend", "pinocchio", "dynamics backend of the control laws", "choices",
-              ("pinocchio", "reference")),
+    _loop("joints"),
+    _loop("backend"),
     ParamSpec("self_check_tolerance", 1e-9, "backend self-check tolerance at configure", "positive"),
     ParamSpec("autostart", True, "configure and activate at start-up (no lifecycle manager needed)",
               startup=True),
     ParamSpec("trigger", "joint_state", "what runs the control step", "choices", ("joint_state", "timer")),
-    ParamSpec("update_rate", 1000.0, "control rate [Hz] when trigger is timer", "positive"),
+    _loop("update_rate"),
     ParamSpec("joint_states_topic", "/joint_states", "sensor_msgs/JointState input"),
     ParamSpec("qos_reliability", "best_effort", "QoS reliability of the joint-state subscription",
               "choices", RELIABILITIES),
@@ -83,11 +92,11 @@ GENERAL_PARAMS = [
     ParamSpec("require_velocity", True,
               "reject joint states without velocities (false: an empty velocity field means zero)"),
     ParamSpec("wrench_topic", "/ft_sensor/wrench", "geometry_msgs/WrenchStamped input (F/T sensor)"),
-    ParamSpec("sensor_frame", "", "F/T sensor frame; empty: header.frame_id of the wrench messages"),
-    ParamSpec("tool_mass", 0.0, "mass of the tool beyond the sensor [kg], removed from the wrench", "nonneg"),
-    ParamSpec("tool_com", [0.0, 0.0, 0.0], "tool centre of mass in the sensor frame [m]", "vec3"),
-    ParamSpec("wrench_filter_cutoff_hz", 0.0, "low-pass cut-off of the wrench [Hz]; 0: no filter", "nonneg"),
-    ParamSpec("wrench_deadband", [0.0, 0.0], "deadband on |force| [N] and |torque| [N m]", "vec2_nonneg"),
+    _loop("sensor_frame"),
+    _loop("tool_mass"),
+    _loop("tool_com"),
+    _loop("wrench_filter_cutoff_hz"),
+    _loop("wrench_deadband"),
     ParamSpec("command_topic", "/effort_controller/commands",
               "std_msgs/Float64MultiArray output in `joints` order (ros2_control JointGroupEffortController)"),
     ParamSpec("output_qos_reliability", "reliable", "QoS reliability of the command publishers "
@@ -96,23 +105,16 @@ GENERAL_PARAMS = [
     ParamSpec("publish_joint_command", False, "also publish sensor_msgs/JointState efforts on ~/joint_command"),
     ParamSpec("publish_state", True, "publish ~/state (filled and sent only while it has subscribers; the "
               "subscriber count is checked every 0.1 s)", live=True),
-    ParamSpec("watchdog_timeout", 0.1, "joint states older than this [s] -> the safe command", "positive",
-              live=True),
-    ParamSpec("safe_command", "zero", "command when the input is stale or invalid, and on deactivate: "
-              "zero torque, or gravity compensation at the last valid position", "choices",
-              ("zero", "gravity"), live=True),
-    ParamSpec("effort_limits", T.DOUBLE_ARRAY, "torque limits [N m] in `joints` order; not set: the "
-              "URDF's", "per_joint", live=True),
-    ParamSpec("effort_scale", 1.0, "fraction (0, 1] of the effort limits actually allowed", "positive",
-              live=True),
-    ParamSpec("torque_rate_limit", 1000.0, "largest torque change per second [N m/s]", "positive", live=True),
-    ParamSpec("ramp_time", 0.5, "torque ramp from zero on activation and after a watchdog trip [s]", "nonneg",
-              live=True),
-    ParamSpec("position_margin", 0.0, "distance to a position limit where a repulsive torque starts "
-              "[rad | m]; 0: off", "nonneg", live=True),
-    ParamSpec("position_stiffness", 0.0, "stiffness of that repulsive torque [N m/rad]", "nonneg", live=True),
-    ParamSpec("velocity_damping", 0.0, "extra joint damping added by the safety filter [N m s/rad]",
-              "nonneg", live=True),
+    _loop("watchdog_timeout"),
+    _loop("safe_command"),
+    _loop("effort_limits"),
+    _loop("effort_scale"),
+    _loop("torque_rate_limit"),
+    _loop("ramp_time"),
+    _loop("position_margin"),
+    _loop("position_stiffness"),
+    _loop("velocity_damping"),
+    _loop("log_throttle_period"),
     ParamSpec("diagnostics_period", 1.0, "period of /diagnostics [s]", "positive", startup=True),
     ParamSpec("executor", "single", "rclpy executor of main(): SingleThreadedExecutor, "
               "rclpy.experimental.EventsExecutor or MultiThreadedExecutor (the --multi-threaded flag = "
@@ -121,85 +123,20 @@ GENERAL_PARAMS = [
               "test failed in 2 of 2 fresh-clone CI runs with it (not understood yet), so single stays "
               "the default; multi was unstable", "choices", EXECUTORS, startup=True),
 ]
-
-# law parameter keys: kind ('per_joint' nonneg vector, 'per_joint_any', 'vec6' nonneg, 'bool',
-# 'double' nonneg, 'string', 'bool6') and description.  Defaults come from the law classes.
-LAW_KEYS = {
-    "compensate_gravity": ("bool", "add g(q) (false when the robot driver compensates gravity)"),
-    "friction_compensation": ("bool", "add the friction model below"),
-    "friction_viscous": ("per_joint", "viscous friction [N m s/rad]"),
-    "friction_coulomb": ("per_joint", "Coulomb friction [N m]"),
-    "friction_smoothing": ("positive", "tanh smoothing velocity of the Coulomb term [rad/s]"),
-    "kp": ("per_joint", "position gain [1/s^2]; not set: omega^2"),
-    "kd": ("per_joint", "velocity gain [1/s]; not set: 2 sqrt(kp) or 2 zeta omega"),
-    "omega": ("double", "closed-loop natural frequency [rad/s] (when kp is not set)"),
-    "zeta": ("double", "closed-loop damping ratio (when kd is not set)"),
-    "k_gains": ("per_joint", "joint stiffness [N m/rad]"),
-    "d_gains": ("per_joint", "joint damping [N m s/rad]; not set: damping_ratio-critical from M(q)"),
-    "damping_ratio": ("double", "damping ratio used when d_gains is not set"),
-    "coriolis_feedforward": ("bool", "add C(q, v) v"),
-    "inertia_feedforward": ("bool", "add M(q) a_d"),
-    "frame": ("string", "controlled frame; empty: the last frame of the model (the tool tip)"),
-    "task.damping_ratio": ("double", "damping ratio of the task axes whose d_* is not set"),
-    "nullspace_stiffness": ("per_joint", "posture stiffness in the null space [N m/rad]"),
-    "nullspace_damping": ("per_joint", "posture damping [N m s/rad]; not set: critical"),
-    "q_nullspace": ("per_joint_any", "posture [rad]; not set: the configuration at activation / hold"),
-    "damped_pinv_lambda": ("double", "damping of the pseudo-inverse"),
-    "force_axes": ("bool6", "task axes [x y z rx ry rz] under force control instead of stiffness"),
-    "force_kp": ("vec6", "force-control proportional gain per task axis"),
-    "force_ki": ("vec6", "force-control integral gain per task axis"),
-    "force_integral_limit": ("double", "bound on the force integral term [N | N m]"),
-    "max_pos_error": ("double", "clip the position error [m]; 0: no clipping"),
-    "max_rot_error": ("double", "clip the rotation error angle [rad]; 0: no clipping"),
-}
-for _a in ("x", "y", "z"):
-    LAW_KEYS[f"task.k_pos_{_a}"] = ("double", f"translational stiffness along {_a} [N/m]")
-    LAW_KEYS[f"task.k_rot_{_a}"] = ("double", f"rotational stiffness about {_a} [N m/rad]")
-    LAW_KEYS[f"task.d_pos_{_a}"] = ("double_opt", f"translational damping along {_a} [N s/m]; not set: critical")
-    LAW_KEYS[f"task.d_rot_{_a}"] = ("double_opt", f"rotational damping about {_a} [N m s/rad]; not set: critical")
+assert {s.name for s in GENERAL_PARAMS} >= set(_LOOP), "every loop parameter is a node parameter"
 
 
 def law_param_specs():
     """`<law>.<key>` parameters for every law, typed from LAW_KEYS, defaults from the law classes."""
-    from ..control.base import COMMON_DEFAULTS
-    specs = []
-    from ..control import LAW_CLASSES as classes
-    for law in LAWS:
-        cls = classes[law]
-        defaults = dict(COMMON_DEFAULTS)
-        defaults.update(cls.DEFAULTS)
-        for key, dflt in defaults.items():
-            kind, desc = LAW_KEYS.get(key, (None, key))
-            if kind is None:                               # a key this node does not know: infer
-                kind = ("bool" if isinstance(dflt, bool) else "double" if isinstance(dflt, (int, float))
-                        else "string" if isinstance(dflt, str) else "per_joint_any")
-            if kind == "bool":
-                default, check = bool(dflt), None
-            elif kind in ("double", "positive"):
-                default, check = float(dflt), ("positive" if kind == "positive" else "nonneg")
-            elif kind == "double_opt":
-                default, check = (T.DOUBLE if dflt is None else float(dflt)), "nonneg"
-            elif kind == "string":
-                default, check = ("" if dflt is None else str(dflt)), None
-            elif kind == "bool6":
-                default, check = [bool(x) for x in dflt], None
-            elif kind == "vec6":
-                default = T.DOUBLE_ARRAY if dflt is None else (
-                    [float(dflt)] if np.isscalar(dflt) else [float(x) for x in dflt])
-                check = "per_joint"                       # 1 or 6 values >= 0 (6 checked by the law)
-            else:                                          # per_joint, per_joint_any
-                default = T.DOUBLE_ARRAY if dflt is None else (
-                    [float(dflt)] if np.isscalar(dflt) else [float(x) for x in dflt])
-                check = kind
-            if kind == "vec6":
-                desc += " (1 or 6 values)"
-            specs.append(ParamSpec(f"{law}.{key}", default, desc, check, live=(key != "frame"),
-                                   law_key=key))
-    return specs
+    return [ros_param_spec(s) for s in loop_params.law_param_specs()]
 
 
 def all_param_specs():
     return GENERAL_PARAMS + law_param_specs()
+
+
+# the parameters handed to the control loop (at configure, and live changes)
+LOOP_PARAM_NAMES = frozenset(s.name for s in loop_params.loop_param_specs())
 
 
 TOPICS = [
@@ -250,16 +187,11 @@ QOS_REFERENCE = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability
 QOS_LATCHED = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
-# node parameter -> SafetyParams field
-SAFETY_KEYS = {"effort_limits": "effort_limits", "effort_scale": "effort_scale", "torque_rate_limit": "rate_limit",
-               "ramp_time": "ramp_time", "position_margin": "position_margin",
-               "position_stiffness": "position_stiffness", "velocity_damping": "velocity_damping"}
-
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
+DIAG_LEVELS = {0: DiagnosticStatus.OK, 1: DiagnosticStatus.WARN, 2: DiagnosticStatus.ERROR}
 
 # parameters read on the hot path -> the attribute caching them (refreshed after every parameter set)
-HOT_PARAMS = {"watchdog_timeout": "_watchdog_timeout", "safe_command": "_safe_command",
-              "sensor_frame": "_sensor_frame", "publish_state": "_publish_state"}
+HOT_PARAMS = {"publish_state": "_publish_state"}
 STATE_SUBS_CHECK_PERIOD = 0.1        # s between get_subscription_count() calls on ~/state
 
 
@@ -271,7 +203,16 @@ def _bind_array(msg, field, n):
 
 
 class _Configured:
-    """Everything built at configure (and destroyed at cleanup)."""
+    """Everything built at configure (and destroyed at cleanup): the ROS side (model source, mapper,
+    messages, publishers, subscriptions, timers, step statistics) here, the control state in `loop`
+    (a ControlLoop).  Attributes not found here are read from the loop (c.law, c.safety, c.perm,
+    c.watchdog, c.state, ...)."""
+
+    def __getattr__(self, name):
+        loop = self.__dict__.get("loop")
+        if loop is None:
+            raise AttributeError(name)
+        return getattr(loop, name)
 
 
 class TorqueControllerNode(LifecycleNode):
@@ -286,7 +227,7 @@ class TorqueControllerNode(LifecycleNode):
         self.c = None                          # _Configured while configured
         self.active = False
         self.config_error = ""
-        self.counts = defaultdict(int)         # rejected.*, errors.*, watchdog_trips
+        self.counts = defaultdict(int)         # rejected.*, errors.*, watchdog_trips (shared with the loop)
         self._rd_msg = None
         self._rd_sub = self.create_subscription(
             String, self.get_parameter("robot_description_topic").value, self._on_robot_description,
@@ -317,10 +258,19 @@ class TorqueControllerNode(LifecycleNode):
         for name in names:
             if name in HOT_PARAMS:
                 setattr(self, HOT_PARAMS[name], self._p(name))
-        self._safe_gravity = self._safe_command == "gravity"
 
     def _on_parameters_set(self, params):
         self._cache_params([p.name for p in params])
+
+    def _log_line(self, level, text):
+        """The control loop's log callable -> this node's rclpy logger (and /rosout).  One call site
+        per severity: rclpy refuses a call site whose severity changes between calls."""
+        if level == "error":
+            self._log.error(text)
+        elif level == "warn":
+            self._log.warn(text)
+        else:
+            self._log.info(text)
 
     def _guard(self, fn, where):
         """Wrap a callback so no exception escapes: count, log (throttled), publish the safe command."""
@@ -428,7 +378,6 @@ class TorqueControllerNode(LifecycleNode):
         return SUCCESS
 
     def _configure(self):
-        from ..control import SafetyFilter, make_law
         c = _Configured()
         joints = self._p("joints") or []
         if len(set(joints)) != len(joints):
@@ -447,56 +396,12 @@ class TorqueControllerNode(LifecycleNode):
             c.check_report = self_check(m, tol=self._p("self_check_tolerance"))
         except ValueError as e:                        # SelfCheckError
             raise ValueError(f"{c.source}: {e}") from None
-        c.joints = list(joints) if joints else list(m.joint_names)
-        mn = list(m.joint_names)
-        if sorted(c.joints) != sorted(mn):
-            raise ValueError(f"joints {c.joints} do not match the model's movable joints {mn}")
-        n = c.n = m.nv
-        c.perm = np.array([mn.index(j) for j in c.joints], dtype=np.intp)   # cmd[k] = tau[perm[k]]
-        c.backend = make_backend(m, self._p("backend"))
-        c.gravity_backend = make_backend(m, "pinocchio")                    # for the safe command
-        c.law_name = self._p("controller")
-        params = {}
-        for name, s in self._specs.items():
-            if s.law_key and name.startswith(c.law_name + "."):
-                v = self._p(name)
-                if v is not None:
-                    params[s.law_key] = self._law_value(s, v, c)
-        try:
-            c.law = make_law(c.law_name, m, c.backend, params)
-        except ValueError as e:
-            raise ValueError(f"{c.law_name} parameters: {e}") from None
-        c.safety = SafetyFilter(m, {SAFETY_KEYS[k]: self._safety_value(k, self._p(k), c) for k in SAFETY_KEYS})
-        c.cartesian = c.law_name == "cartesian_impedance"
-        c.wrench_proc = None
-        c.wrench_frame_error = None
-        if c.cartesian and self._p("sensor_frame"):
-            c.wrench_proc = self._make_wrench_processor(c, self._p("sensor_frame"))
-        # state (model order), preallocated
-        c.mapper = JointStateMapper(mn, require_velocity=self._p("require_velocity"))
-        c.q, c.v = np.zeros(n), np.zeros(n)
-        from ..control import State
-        c.state = State(c.q, c.v, 0.0)
-        c.have_state = False
-        c.last_ok = -math.inf                      # monotonic time of the last valid joint state
-        c.latest_rejected = False
-        c.rejecting = ""                           # reason of the current rejection episode
-        c.rejected_in_episode = 0
-        c.watchdog = "waiting"
-        c.need_reset = True
-        c.pending_ref = None
-        c.pose_target = None
-        c.wrench_target = None
-        c.wrench_raw = None
-        c.wrench_raw_frame = ""
-        c.wrench_time = -math.inf
-        c.wrench_rejecting = ""                    # reason of the current wrench rejection episode
-        c.last_step = None                         # start of the last control step (the laws' dt)
-        c.last_pub = None                          # end of the last command publish (rate-limit dt)
-        c.tau = np.zeros(n)
-        c.safe = np.zeros(n)
-        c.safe_out = np.zeros(n)                 # the rate-limited step toward c.safe actually sent
-        c.safe_zero = np.zeros(n)
+        # the control loop: law, safety filter, supervisor (validates and reorders its parameters)
+        c.loop = ControlLoop.from_params(
+            m, {name: self._p(name) for name in LOOP_PARAM_NAMES}, log=self._log_line, counts=self.counts,
+            labels={"joint_states": self._p("joint_states_topic"), "wrench": self._p("wrench_topic")})
+        n = c.loop.n
+        c.mapper = JointStateMapper(list(m.joint_names), require_velocity=self._p("require_velocity"))
         # messages with preallocated arrays (numpy views write into them)
         c.cmd_msg = Float64MultiArray()
         c.cmd_msg.layout.dim = [MultiArrayDimension(label="joints", size=n, stride=n)]
@@ -509,11 +414,9 @@ class TorqueControllerNode(LifecycleNode):
         c.state_vel = _bind_array(c.state_msg, "velocity", 0)
         # stats
         c.stats_steps, c.stats_lat_sum, c.stats_lat_max = 0, 0.0, 0.0
-        c.total_steps = 0
-        c.safe_published = 0
         c.stamp_ns = 0                             # ROS time of the message being published
-        c.state_subs, c.state_subs_checked = 0, -math.inf   # ~/state subscribers, counted every
-                                                            # STATE_SUBS_CHECK_PERIOD s
+        c.state_subs, c.state_subs_checked = 0, -float("inf")   # ~/state subscribers, counted every
+                                                                # STATE_SUBS_CHECK_PERIOD s
         # ROS entities
         qos_in = make_qos(self._p("qos_reliability"), self._p("qos_depth"))
         qos_out = make_qos(self._p("output_qos_reliability"), self._p("output_qos_depth"))
@@ -546,52 +449,36 @@ class TorqueControllerNode(LifecycleNode):
         c.timers.append(c.watchdog_timer)
         # the safe command moves from the last command at the torque-rate limit: this timer carries the
         # ramp on at the control period while no control step publishes (stale input, deactivation)
-        c.safe_period = 1.0 / self._p("update_rate")
+        c.safe_period = c.loop.period
         c.safe_ramping = False
-        c.safe_reached = False
         c.safe_timer = self.create_timer(c.safe_period, self._guard(self._on_safe_ramp, "safe_ramp"))
         c.safe_timer.cancel()
         c.timers.append(c.safe_timer)
         c.step_timer = None
         if self._p("trigger") == "timer":
-            c.step_timer = self.create_timer(1.0 / self._p("update_rate"),
-                                             self._guard(self._on_step_timer, "control_step"))
+            c.step_timer = self.create_timer(c.loop.period, self._guard(self._on_step_timer, "control_step"))
             c.step_timer.cancel()
             c.timers.append(c.step_timer)
         self.c = c
-
-    def _make_wrench_processor(self, c, frame):
-        from ..control import WrenchProcessor
-        c.model.check_frame(frame)
-        target = c.law.params.get("frame") or c.model.frame_names[-1]
-        fc = self._p("wrench_filter_cutoff_hz")
-        return WrenchProcessor(c.model, c.backend, frame, target, tool_mass=self._p("tool_mass"),
-                               tool_com=tuple(self._p("tool_com")), filter_cutoff_hz=fc if fc > 0 else None,
-                               deadband=tuple(self._p("wrench_deadband")))
 
     def _teardown(self):
         c, self.c = self.c, None
         self.active = False
         if c is None:
             return
-        for t in getattr(c, "timers", []):
+        for t in c.__dict__.get("timers", []):
             self.destroy_timer(t)
-        for s in getattr(c, "subs", []):
+        for s in c.__dict__.get("subs", []):
             self.destroy_subscription(s)
         for p in ("cmd_pub", "state_pub", "jc_pub"):
-            if getattr(c, p, None) is not None:
-                self.destroy_publisher(getattr(c, p))
+            if c.__dict__.get(p) is not None:
+                self.destroy_publisher(c.__dict__[p])
 
     def on_activate(self, state):
         with self._lock:
             c = self.c
-            c.need_reset = True
-            c.safety.reset(start=c.safety.prev)         # ramp from the last command sent (deactivate's)
-            c.watchdog = "waiting"
-            c.pending_ref = None
-            c.last_step = None
-            c.last_pub = None
-            self.active = True
+            c.loop.activate(time.monotonic())      # the law holds the first valid state; the filter
+            self.active = True                     # ramps from the last command sent (deactivate's)
             c.watchdog_timer.reset()
             if c.step_timer is not None:
                 c.step_timer.reset()
@@ -611,11 +498,12 @@ class TorqueControllerNode(LifecycleNode):
             return
         if self.active:
             # ramp to the safe command at the rate limit (at most (limit span) / rate seconds), then stop
-            span = float(np.max(2.0 * c.safety.limit / np.maximum(c.safety.rate, 1e-9)))
-            deadline = time.monotonic() + min(span, 10.0) + 0.1
+            c.loop.deactivate()
+            deadline = time.monotonic() + min(c.loop.safe_ramp_time(), 10.0) + 0.1
             while not self._publish_safe() and time.monotonic() < deadline:
                 time.sleep(c.safe_period)
         self.active = False
+        c.loop.deactivate()
         c.safe_ramping = False
         for t in c.timers:
             t.cancel()
@@ -651,24 +539,9 @@ class TorqueControllerNode(LifecycleNode):
                 return
             ok = c.mapper.map(msg)
             if ok:
-                c.q[:] = c.mapper.q
-                c.v[:] = c.mapper.v
-                c.have_state = True
-                c.last_ok = now
-                c.latest_rejected = False
-                if c.rejecting:
-                    self._log.info(f"joint states valid again after {c.rejected_in_episode} rejected "
-                                   f"message(s) ({c.rejecting})")
-                    c.rejecting, c.rejected_in_episode = "", 0
+                c.loop.update_state(c.mapper.q, c.mapper.v, now)
             else:
-                c.latest_rejected = True
-                self.counts[f"rejected.joint_states.{c.mapper.reason}"] += 1
-                c.rejected_in_episode += 1
-                if c.rejecting != c.mapper.reason:     # log once per episode, not per message
-                    c.rejecting = c.mapper.reason
-                    self._log.error(f"joint state rejected ({c.mapper.reason}): {c.mapper.detail}; "
-                                    f"publishing the safe command ({self._p('safe_command')}) until "
-                                    f"valid joint states arrive")
+                c.loop.reject_state(c.mapper.reason, c.mapper.detail, now)
             if self.active and c.step_timer is None:
                 if ok:
                     self._step(now)
@@ -679,57 +552,44 @@ class TorqueControllerNode(LifecycleNode):
         c = self.c
         if c is None or not c.cartesian:
             return
-        w = wrench_to_array(msg.wrench)                 # a new array: the step may be reading the old
+        w = wrench_to_array(msg.wrench)
         with self._lock:
-            if not np.all(np.isfinite(w)):
-                self.counts["rejected.wrench"] += 1
-                c.wrench_raw = None                     # not used; force control runs open loop
-                self._wrench_episode(c, "non_finite", "NaN or Inf in the wrench")
+            c.loop.set_wrench(w, msg.header.frame_id, time.monotonic())
+
+    def _reference(self, what, convert):
+        """convert() -> a reference for the loop, or ValueError (counted as rejected.<what>)."""
+        c = self.c
+        if c is None:
+            return
+        with self._lock:
+            try:
+                ref = convert(c)
+            except ValueError as e:
+                c.loop.reject_reference(what, str(e), time.monotonic())
                 return
-            c.wrench_raw_frame = msg.header.frame_id
-            c.wrench_raw = w
-            c.wrench_time = time.monotonic()
-
-    def _wrench_episode(self, c, reason, detail):
-        """Log a wrench problem once per episode (until a good wrench is used again)."""
-        if c.wrench_rejecting != reason:
-            c.wrench_rejecting = reason
-            self._log.warn(f"wrench on {self._p('wrench_topic')} not used ({reason}): {detail}; force "
-                           f"control runs open loop until a valid wrench arrives")
-
-    def _reject_ref(self, what, reason):
-        self.counts[f"rejected.{what}"] += 1
-        self._log.warn(f"{what} rejected: {reason}", throttle_duration_sec=2.0)
+            if what == "target_wrench":
+                c.loop.set_target_wrench(ref, what, time.monotonic())
+            else:
+                c.loop.set_reference(ref, what, time.monotonic())
 
     def _on_trajectory(self, msg):
-        from ..control import JointTrajectory
-        c = self.c
-        if c is None:
-            return
-        if c.cartesian:
-            return self._reject_ref("joint_trajectory", f"{c.law_name} takes no joint trajectory")
-        try:
+        def convert(c):
+            if c.cartesian:
+                raise ValueError(f"{c.law_name} takes no joint trajectory")
             times, P, V, A = trajectory_arrays(list(c.model.joint_names), msg)
-            traj = JointTrajectory(times, P, V, A, lower=c.model.lower_limits, upper=c.model.upper_limits)
-        except ValueError as e:
-            return self._reject_ref("joint_trajectory", str(e))
-        c.pending_ref = traj
+            return JointTrajectory(times, P, V, A, lower=c.model.lower_limits, upper=c.model.upper_limits)
+        self._reference("joint_trajectory", convert)
 
     def _on_target_joint_state(self, msg):
-        from ..control import JointReference
-        c = self.c
-        if c is None:
-            return
-        if c.cartesian:
-            return self._reject_ref("target_joint_state", f"{c.law_name} takes no joint reference")
-        names = list(c.model.joint_names)
-        try:
+        def convert(c):
+            if c.cartesian:
+                raise ValueError(f"{c.law_name} takes no joint reference")
+            names = list(c.model.joint_names)
             q = map_joint_values(names, msg.name, msg.position, "target_joint_state position")
             v = (map_joint_values(names, msg.name, msg.velocity, "target_joint_state velocity")
                  if len(msg.velocity) else None)
-        except ValueError as e:
-            return self._reject_ref("target_joint_state", str(e))
-        c.pending_ref = JointReference(q, v)
+            return JointReference(q, v)
+        self._reference("target_joint_state", convert)
 
     def _check_base_frame(self, c, frame_id, what):
         ok = ("", "world", c.model.frame_names[0])
@@ -738,35 +598,24 @@ class TorqueControllerNode(LifecycleNode):
                              f"({c.model.frame_names[0]!r}); no tf lookup in this node")
 
     def _on_target_pose(self, msg):
-        from ..control import CartesianReference
-        c = self.c
-        if c is None:
-            return
-        if not c.cartesian:
-            return self._reject_ref("target_pose", f"{c.law_name} takes no Cartesian reference")
-        try:
+        def convert(c):
+            if not c.cartesian:
+                raise ValueError(f"{c.law_name} takes no Cartesian reference")
             self._check_base_frame(c, msg.header.frame_id, "target_pose")
             R, p = pose_to_rp(msg.pose)
-        except ValueError as e:
-            return self._reject_ref("target_pose", str(e))
-        c.pose_target = (R, p)
-        c.pending_ref = CartesianReference(R, p, wrench=c.wrench_target)
+            return CartesianReference(R, p)
+        self._reference("target_pose", convert)
 
     def _on_target_wrench(self, msg):
-        c = self.c
-        if c is None:
-            return
-        if not c.cartesian:
-            return self._reject_ref("target_wrench", f"{c.law_name} takes no wrench reference")
-        try:
+        def convert(c):
+            if not c.cartesian:
+                raise ValueError(f"{c.law_name} takes no wrench reference")
             self._check_base_frame(c, msg.header.frame_id, "target_wrench")
             w = wrench_to_array(msg.wrench)
             if not np.all(np.isfinite(w)):
                 raise ValueError("target_wrench: values must be finite")
-        except ValueError as e:
-            return self._reject_ref("target_wrench", str(e))
-        c.wrench_target = w
-        c.pending_wrench = True
+            return w
+        self._reference("target_wrench", convert)
 
     # ---------------------------------------------------------------- the control step
     def _on_step_timer(self):
@@ -775,151 +624,40 @@ class TorqueControllerNode(LifecycleNode):
             return
         now = time.monotonic()
         with self._lock:
-            if not c.have_state or c.latest_rejected or now - c.last_ok > self._watchdog_timeout:
-                self._check_watchdog(now)
+            if c.loop.stale(now):
+                c.loop.check_watchdog(now)
                 self._publish_safe()
                 return
             self._step(now)
 
     def _step(self, now):
-        """state -> law -> safety filter -> publish.  Runs under the lock."""
+        """The loop's step (law -> safety filter, or the safe command) -> publish.  Runs under the lock."""
         c = self.c
         t0 = time.perf_counter()
         try:
-            dt = 0.001 if c.last_step is None else min(max(now - c.last_step, 1e-6), 0.1)
-            c.last_step = now
-            # the rate limit counts from the end of the last publish: never more than rate x the real
-            # time between two commands on the wire, however long the step itself takes
-            dt_rate = 0.001 if c.last_pub is None else min(max(now - c.last_pub, 1e-6), 0.1)
-            if c.watchdog != "ok":
-                if c.watchdog == "tripped":
-                    self._log.info(f"watchdog: fresh joint states again; holding the current position, "
-                                   f"ramping up over {self._p('ramp_time')} s")
-                    c.safety.reset(start=c.safety.prev)     # ramp from the safe command sent
-                    c.need_reset = True
-                c.watchdog = "ok"
-            st = c.state
-            c.stamp_ns = ns = self._clock_handle.get_now().nanoseconds   # the one clock read: state
-            st.t = ns * 1e-9                                              # time and message stamps
-            if c.need_reset:
-                c.law.reset(st)
-                c.need_reset = False
-                c.pending_ref = None
-            if c.pending_ref is not None:
-                ref, c.pending_ref = c.pending_ref, None
-                try:
-                    c.law.set_reference(ref)
-                except ValueError as e:
-                    self._reject_ref("reference", str(e))
-            if getattr(c, "pending_wrench", False):
-                c.pending_wrench = False
-                self._apply_target_wrench(c)
-            if c.cartesian:
-                self._process_wrench(c, dt)
-            tau = c.law.compute(st)
-            # g(q) only if the law's torque turns out non-finite (the filter calls it then)
-            fallback = self._safe_torque if self._safe_gravity else None
-            tau = c.safety.apply(tau, st, dt_rate, fallback=fallback)
-            c.tau[:] = tau
-            self._publish(c.tau)
-            c.last_pub = time.monotonic()
+            c.stamp_ns = ns = self._clock_handle.get_now().nanoseconds   # the one clock read: the law's
+            tau, safe = c.loop.step(now, ns * 1e-9)                       # time and the message stamps
+            self._send(tau, safe)
         except Exception as e:                         # noqa: BLE001
             self._on_exception("control_step", e)
             return
+        if safe:
+            return
         lat = time.perf_counter() - t0
         c.stats_steps += 1
-        c.total_steps += 1
         c.stats_lat_sum += lat
         if lat > c.stats_lat_max:
             c.stats_lat_max = lat
 
-    def _apply_target_wrench(self, c):
-        from ..control import CartesianReference
-        if c.pose_target is None:                     # keep the pose being held
-            ref = c.law.info.reference
-            if ref is None or len(ref) != 7:
-                return
-            from .common import quat_to_matrix
-            R, p = quat_to_matrix(*ref[3:7]), np.array(ref[:3])
-            c.pose_target = (R, p)
-        c.law.set_reference(CartesianReference(c.pose_target[0], c.pose_target[1], wrench=c.wrench_target))
-
-    def _process_wrench(self, c, dt):
-        """The latest raw wrench -> State.wrench (tare, tool weight, filter, frame change)."""
-        st = c.state
-        if c.wrench_raw is None:
-            st.wrench = None
-            return
-        age = time.monotonic() - c.wrench_time
-        if age > self._watchdog_timeout:                        # the sensor went silent
-            if c.wrench_rejecting != "stale":
-                self.counts["rejected.wrench"] += 1
-            self._wrench_episode(c, "stale", f"no wrench for {age:.3f} s (watchdog_timeout "
-                                             f"{self._p('watchdog_timeout')} s)")
-            st.wrench = None
-            return
-        frame = self._sensor_frame or c.wrench_raw_frame
-        if c.wrench_proc is None or c.wrench_proc.sensor_frame != frame:
-            if c.wrench_frame_error == frame:
-                st.wrench = None
-                return
-            try:
-                c.wrench_proc = self._make_wrench_processor(c, frame)
-            except ValueError as e:
-                c.wrench_frame_error = frame
-                c.wrench_rejecting = "unknown_frame"
-                self.counts["rejected.wrench"] += 1
-                self._log.warn(f"wrench on {self._p('wrench_topic')} ignored: sensor frame {frame!r}: {e}")
-                st.wrench = None
-                return
-        if c.wrench_rejecting:
-            self._log.info(f"wrench on {self._p('wrench_topic')} valid again ({c.wrench_rejecting} before)")
-            c.wrench_rejecting = ""
-        st.wrench = c.wrench_proc.process(c.wrench_raw, st.q, dt)
-        st.wrench_frame = c.wrench_proc.frame
-
-    def _safe_torque(self):
-        """The safe command in model order: zero, or g(q) at the last valid q, clipped to the limits."""
+    def _send(self, tau, safe):
+        """Publish, tell the loop when the command left (the rate limit counts from there), and keep
+        the safe-ramp timer running while a safe command has not reached its target."""
         c = self.c
-        if self._safe_gravity and c.have_state:
-            c.safe[:] = c.gravity_backend.gravity(c.q)
-            np.clip(c.safe, -c.safety.limit, c.safety.limit, out=c.safe)
-        else:
-            c.safe.fill(0.0)
-        return c.safe
-
-    def _publish_safe(self):
-        """Publish one step of the safe command: from the last command sent toward the safe torque
-        (zero, or g(q) at the last valid q) at the torque-rate limit, never more than rate x one
-        control period per message, so a Franka-style rate check never sees a discontinuity.  Until it
-        is reached, the safe-ramp timer publishes the next steps at the control period.  Returns True
-        once the command equals the safe torque."""
-        c = self.c
-        if c is None:
+        self._publish(tau, safe)
+        c.loop.sent(time.monotonic())
+        if not safe:
             return True
-        now = time.monotonic()
-        target = self._safe_torque()
-        prev = c.safety.prev
-        tau = c.safe_out
-        if prev is None:                         # nothing sent yet: the drive holds zero torque
-            prev = c.safe_zero
-        dt = c.safe_period if c.last_pub is None else min(max(now - c.last_pub, 0.0), c.safe_period)
-        step = c.safety.rate * dt
-        d = target - prev
-        np.clip(d, -step, step, out=tau)
-        tau += prev
-        within = np.abs(d) <= step
-        np.copyto(tau, target, where=within)     # exactly the target once within reach (no rounding)
-        reached = bool(within.all())
-        c.safe_published += 1
-        c.stamp_ns = self._clock_handle.get_now().nanoseconds
-        self._publish(tau, safe=True)
-        # the safe command bypasses the safety filter: the next filtered command must move from it at
-        # the rate limit (not jump back to the last filtered one), with dt measured from now
-        c.safety.hold(tau)
-        c.last_step = now
-        c.last_pub = time.monotonic()
-        c.safe_reached = reached
+        reached = c.loop.safe_reached
         if not reached and not c.safe_ramping:
             c.safe_ramping = True
             c.safe_timer.reset()
@@ -927,6 +665,22 @@ class TorqueControllerNode(LifecycleNode):
             c.safe_ramping = False
             c.safe_timer.cancel()
         return reached
+
+    def _safe_torque(self):
+        """The safe command in model order: zero, or g(q) at the last valid q, clipped to the limits."""
+        return self.c.loop._safe_torque()
+
+    def _publish_safe(self):
+        """Publish one step of the safe command (ControlLoop.safe_step: from the last command sent
+        toward zero or g(q) at the torque-rate limit, at most rate x one control period per message).
+        Until it is reached, the safe-ramp timer publishes the next steps at the control period.
+        Returns True once the command equals the safe torque."""
+        c = self.c
+        if c is None:
+            return True
+        tau = c.loop.safe_step(time.monotonic())
+        c.stamp_ns = self._clock_handle.get_now().nanoseconds
+        return self._send(tau, True)
 
     def _on_safe_ramp(self):
         c = self.c
@@ -970,7 +724,7 @@ class TorqueControllerNode(LifecycleNode):
             sm = c.state_msg
             stamp = sm.header.stamp
             stamp.sec, stamp.nanosec = sec, nanosec
-            info = c.law.info
+            info = c.loop.info
             c.state_pos = self._fill(sm, "position", c.state_pos, info.reference, safe)
             c.state_vel = self._fill(sm, "velocity", c.state_vel, info.error, safe)
             c.state_eff[:] = c.cmd_np
@@ -992,34 +746,13 @@ class TorqueControllerNode(LifecycleNode):
         return view
 
     # ---------------------------------------------------------------- watchdog
-    def _check_watchdog(self, now):
-        c = self.c
-        age = now - c.last_ok
-        timeout = self._watchdog_timeout
-        if c.have_state and age <= timeout and not c.latest_rejected:
-            return False
-        if c.watchdog == "waiting" and not c.have_state:
-            if not getattr(c, "waiting_logged", False):
-                c.waiting_logged = True
-                self._log.warn(f"no joint state received on {self._p('joint_states_topic')} yet: "
-                               f"publishing the safe command ({self._p('safe_command')})")
-            return True
-        if age > timeout and c.watchdog != "tripped":
-            c.watchdog = "tripped"
-            self.counts["watchdog_trips"] += 1
-            last = f"; the last message was rejected ({c.rejecting})" if c.rejecting else ""
-            self._log.error(f"watchdog: no valid joint state on {self._p('joint_states_topic')} for "
-                            f"{age:.3f} s (watchdog_timeout {timeout} s){last}: publishing the safe "
-                            f"command ({self._p('safe_command')})")
-        return True
-
     def _on_watchdog(self):
         c = self.c
         if c is None or not self.active:
             return
         with self._lock:
-            if self._check_watchdog(time.monotonic()) and c.step_timer is None:
-                if c.watchdog != "ok" or not c.have_state:
+            if c.loop.check_watchdog(time.monotonic()) and c.step_timer is None:
+                if c.loop.watchdog != "ok" or not c.loop.have_state:
                     self._publish_safe()
 
     # ---------------------------------------------------------------- services
@@ -1027,13 +760,10 @@ class TorqueControllerNode(LifecycleNode):
         try:
             with self._lock:
                 c = self.c
-                if c is None or not self.active or not c.have_state or c.watchdog != "ok":
+                if c is None or not self.active:
                     resp.success, resp.message = False, "not active with a valid joint state"
                     return resp
-                c.pending_ref = None
-                c.pose_target = None
-                c.law.reset(c.state)
-                resp.success, resp.message = True, "holding q = " + str(np.round(c.q, 4).tolist())
+                resp.success, resp.message = c.loop.hold()
         except Exception as e:                         # noqa: BLE001
             self.counts["errors.hold"] += 1
             resp.success, resp.message = False, f"{type(e).__name__}: {e}"
@@ -1043,50 +773,16 @@ class TorqueControllerNode(LifecycleNode):
         try:
             with self._lock:
                 c = self.c
-                if c is None or not c.cartesian:
+                if c is None:
                     resp.success, resp.message = False, "no wrench processing (configure with cartesian_impedance)"
-                elif c.wrench_raw is None or not c.have_state:
-                    resp.success, resp.message = False, "no wrench or joint state received yet"
                 else:
-                    if c.wrench_proc is None:
-                        c.wrench_proc = self._make_wrench_processor(
-                            c, self._p("sensor_frame") or c.wrench_raw_frame)
-                    c.wrench_proc.tare(c.wrench_raw, c.q)
-                    resp.success, resp.message = True, "tared with " + str(np.round(c.wrench_raw, 3).tolist())
+                    resp.success, resp.message = c.loop.tare()
         except Exception as e:                         # noqa: BLE001
             self.counts["errors.tare"] += 1
             resp.success, resp.message = False, f"{type(e).__name__}: {e}"
         return resp
 
     # ---------------------------------------------------------------- parameters
-    def _to_model_order(self, a, c):
-        """A per-joint array in `joints` order -> model order (1 value: broadcast)."""
-        a = np.asarray(a, dtype=float)
-        if a.size == 1:
-            return np.full(c.n, float(a[0]))
-        out = np.empty(c.n)
-        out[c.perm] = a
-        return out
-
-    def _safety_value(self, key, v, c):
-        if key == "effort_limits":
-            return None if not v else self._to_model_order(v, c)
-        return v
-
-    def _law_value(self, spec, v, c):
-        if spec.check in ("per_joint", "per_joint_any"):
-            a = np.asarray(v, dtype=float)
-            if a.size == 1:
-                return float(a[0])
-            if spec.law_key in ("force_kp", "force_ki"):
-                return a.tolist()
-            if a.size != c.n:
-                return a.tolist()                      # the law names the wrong length
-            return self._to_model_order(a, c).tolist()
-        if isinstance(v, str) and spec.law_key == "frame":
-            return v or None
-        return v
-
     def _on_set_parameters(self, params):
         try:
             return self._set_parameters(params)
@@ -1095,9 +791,11 @@ class TorqueControllerNode(LifecycleNode):
             return SetParametersResult(successful=False, reason=f"{type(e).__name__}: {e}")
 
     def _set_parameters(self, params):
+        """Every value is checked here (ROS-side rules); while configured, the live ones of the control
+        loop go to ControlLoop.set_params, which applies them all or none."""
         c = self.c
         n = c.n if c is not None else (len(self._p("joints") or []) or None)
-        errors, law_updates, safety_updates = [], {}, {}
+        errors, loop_updates = [], {}
         for p in params:
             spec = self._specs.get(p.name)
             if spec is None:
@@ -1108,30 +806,19 @@ class TorqueControllerNode(LifecycleNode):
             if p.name == "joints" and v is not None and len(set(v)) != len(v):
                 errors.append(f"joints: duplicate names in {v}")
                 continue
-            err = check_value(spec, v, n if spec.law_key not in ("force_kp", "force_ki") else 6)
+            err = check_value(spec, v, n if spec.law_key not in SIX_KEYS else 6)
             if err:
                 errors.append(err)
                 continue
-            if c is not None and spec.law_key and p.name.startswith(c.law_name + ".") and spec.live:
-                if p.type_ == Parameter.Type.NOT_SET:
-                    errors.append(f"{p.name}: cannot be unset while configured")
-                    continue
-                law_updates[spec.law_key] = self._law_value(spec, v, c)
-            elif c is not None and p.name in SAFETY_KEYS:
-                safety_updates[SAFETY_KEYS[p.name]] = self._safety_value(p.name, v, c)
+            if c is not None and p.name in LOOP_PARAM_NAMES and (spec.live or p.name == "sensor_frame"):
+                loop_updates[p.name] = v
         if errors:
             return SetParametersResult(successful=False, reason="; ".join(errors))
-        if law_updates or safety_updates:
+        if loop_updates:
             with self._lock:
-                old_safety = c.safety.params
-                try:
-                    if safety_updates:
-                        c.safety.set_params(safety_updates)
-                    if law_updates:
-                        c.law.set_params(law_updates)
-                except ValueError as e:
-                    c.safety.set_params(old_safety)
-                    return SetParametersResult(successful=False, reason=str(e))
+                ok, reason = c.loop.set_params(loop_updates)
+            if not ok:
+                return SetParametersResult(successful=False, reason=reason)
         return SetParametersResult(successful=True)
 
     # ---------------------------------------------------------------- diagnostics
@@ -1155,25 +842,12 @@ class TorqueControllerNode(LifecycleNode):
                        ("joints", ",".join(c.joints)), ("trigger", self._p("trigger")),
                        ("loop_rate_hz", f"{steps / window:.1f}"),
                        ("step_latency_mean_us", f"{1e6 * lat_sum / steps:.1f}" if steps else "nan"),
-                       ("step_latency_max_us", f"{1e6 * lat_max:.1f}" if steps else "nan"),
-                       ("steps_total", str(c.total_steps)), ("safe_commands_total", str(c.safe_published)),
-                       ("watchdog", c.watchdog if self.active else "inactive"),
-                       ("watchdog_trips", str(self.counts["watchdog_trips"]))]
-                for k, val in sorted(dict(getattr(c.safety, "counts", {})).items()):
-                    kv.append((f"safety.{k}", str(val)))
-                reasons = getattr(c.safety, "reasons", None)
-                if reasons:
-                    kv.append(("safety.last_reasons", ",".join(map(str, reasons))))
+                       ("step_latency_max_us", f"{1e6 * lat_max:.1f}" if steps else "nan")]
+                lvl, msg, loop_kv = c.loop.diagnostics()
+                level = DIAG_LEVELS[lvl]
+                kv += loop_kv
                 if not self.active:
                     level, msg = DiagnosticStatus.OK, "inactive"
-                elif c.watchdog == "tripped":
-                    level, msg = DiagnosticStatus.ERROR, "watchdog tripped: joint states stale or invalid"
-                elif c.watchdog == "waiting":
-                    level, msg = DiagnosticStatus.WARN, "waiting for joint states"
-                elif c.rejecting:
-                    level, msg = DiagnosticStatus.WARN, f"rejecting joint states ({c.rejecting})"
-                else:
-                    msg = "active"
         for r in REJECT_REASONS:
             kv.append((f"rejected.joint_states.{r}", str(self.counts[f"rejected.joint_states.{r}"])))
         total = sum(v for k, v in self.counts.items() if k.startswith("rejected.joint_states."))
