@@ -25,9 +25,12 @@ MODEL = Model.from_robot("panda")
 NAMES = list(MODEL.joint_names)
 N = len(NAMES)
 
-PURE = settings(max_examples=150, deadline=None, derandomize=True,
+# Not derandomized: each run draws new examples (a fixed seed would check the same 150 every run and
+# never find anything new); hypothesis prints the failing example and its @reproduce_failure blob.
+# CI time stays bounded by max_examples.
+PURE = settings(max_examples=150, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-NODE = settings(max_examples=40, deadline=None, derandomize=True,
+NODE = settings(max_examples=40, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                        HealthCheck.data_too_large])
 
@@ -115,16 +118,49 @@ def test_joint_state_mapper_fuzz(parts):
                 np.testing.assert_array_equal(mapper.q, [pos[names.index(j)] for j in ARM])
 
 
+def map_oracle(names, values):
+    """The values in ARM order by name (a dict), or None where map_joint_values must raise."""
+    if len(set(names)) != len(names) or len(values) != len(names):
+        return None
+    d = dict(zip(names, values))
+    if any(j not in d for j in ARM):
+        return None
+    out = [d[j] for j in ARM]
+    return out if all(map(math.isfinite, out)) else None
+
+
+@st.composite
+def named_values(draw):
+    """(names, values): half of the cases valid (a permutation of ARM plus extra joints, finite
+    values for the arm, anything for the extras), the rest anything."""
+    if draw(st.booleans()):
+        names = list(draw(st.permutations(ARM))) + draw(st.lists(st.sampled_from(NAME_POOL[7:]), max_size=3,
+                                                                 unique=True))
+        vals = [draw(st.floats(-4.0, 4.0)) if n in ARM else draw(FLOATS) for n in names]
+        return names, vals
+    return draw(st.lists(st.sampled_from(NAME_POOL), max_size=10)), draw(st.lists(FLOATS, max_size=10))
+
+
 @PURE
-@given(st.lists(st.sampled_from(NAME_POOL), max_size=10), st.lists(FLOATS, max_size=10))
-def test_map_joint_values_fuzz(names, values):
+@given(named_values())
+def test_map_joint_values_fuzz(nv):
+    """Valid inputs map by name (oracle: a dict); invalid ones raise ValueError with a message."""
+    names, values = nv
     with case("reference"):
-        try:
-            a = map_joint_values(ARM, names, values, "target")
-        except ValueError as e:
-            assert str(e)
+        want = map_oracle(names, values)
+        if want is None:
+            with pytest.raises(ValueError, match=r"\w"):
+                map_joint_values(ARM, names, values, "target")
             return
-        assert a.shape == (7,) and np.all(np.isfinite(a))
+        a = map_joint_values(ARM, names, values, "target")
+        np.testing.assert_array_equal(a, want)
+
+
+def test_map_joint_values_valid_cases_are_drawn():
+    """The strategy does produce valid cases (else the fuzz test above proves nothing about them)."""
+    from hypothesis import find
+    found = find(named_values(), lambda nv: map_oracle(*nv) is not None and nv[0] != ARM)
+    assert map_oracle(*found) is not None
 
 
 @PURE
@@ -166,12 +202,46 @@ def trajectory_msgs(draw):
     return JT(joint_names=list(names), points=pts)
 
 
+def trajectory_oracle(msg):
+    """(positions, velocities|None) per point, columns in NAMES order by name (dicts), or None where
+    trajectory_arrays must raise."""
+    names = list(msg.joint_names)
+    m = len(names)
+    if not msg.points or len(set(names)) != m or any(j not in names for j in NAMES):
+        return None
+    if any(len(pt.positions) != m for pt in msg.points):
+        return None
+    has_v = all(len(pt.velocities) == m for pt in msg.points)
+    if not has_v and any(len(pt.velocities) not in (0, m) for pt in msg.points):
+        return None
+    P = [[dict(zip(names, pt.positions))[j] for j in NAMES] for pt in msg.points]
+    V = [[dict(zip(names, pt.velocities))[j] for j in NAMES] for pt in msg.points] if has_v else None
+    if not all(math.isfinite(x) for row in P + (V or []) for x in row):
+        return None
+    return P, V
+
+
 @PURE
 @given(trajectory_msgs())
 def test_trajectory_fuzz(msg):
+    """trajectory_arrays: valid messages convert with every column by name (oracle: dicts), invalid
+    ones raise ValueError; then JointTrajectory either rejects the result (ValueError) or gives
+    increasing times and finite positions within the limits."""
     with case("reference"):
+        want = trajectory_oracle(msg)
+        if want is None:
+            with pytest.raises(ValueError, match=r"\w"):
+                trajectory_arrays(NAMES, msg)
+            return
+        times, P, V, A = trajectory_arrays(NAMES, msg)
+        np.testing.assert_array_equal(P, want[0])
+        if want[1] is None:
+            assert V is None
+        else:
+            np.testing.assert_array_equal(V, want[1])
+        np.testing.assert_array_equal(times, [pt.time_from_start.sec + 1e-9 * pt.time_from_start.nanosec
+                                              for pt in msg.points])
         try:
-            times, P, V, A = trajectory_arrays(NAMES, msg)
             traj = JointTrajectory(times, P, V, A, lower=MODEL.lower_limits, upper=MODEL.upper_limits)
         except ValueError as e:
             assert str(e)
@@ -179,6 +249,14 @@ def test_trajectory_fuzz(msg):
         assert np.all(np.diff(traj.times) > 0) and np.all(traj.times >= 0)
         assert np.all(np.isfinite(traj.positions))
         assert np.all(traj.positions >= MODEL.lower_limits - 1e-9) and np.all(traj.positions <= MODEL.upper_limits + 1e-9)
+
+
+def test_trajectory_valid_cases_are_drawn():
+    """The strategy produces valid multi-point trajectories in a non-model order."""
+    from hypothesis import find
+    msg = find(trajectory_msgs(), lambda m: trajectory_oracle(m) is not None and len(m.points) > 1
+               and list(m.joint_names) != NAMES)
+    assert trajectory_oracle(msg) is not None
 
 
 PARAM_VALUES = st.one_of(
