@@ -5,7 +5,9 @@
     .venv/bin/python bench/batched.py --robot ur5 --sizes 1 100 1000
 
 Microseconds per state: for each N, the best of --repeats runs of the whole batch (batched) or of the
-loop over its rows (loops), divided by N.  "pin loop" calls pin.rnea / computeGeneralizedGravity /
+loop over its rows (loops), divided by N; the three run in turn within each repeat.  Times are the
+thread's CPU time (time.thread_time), not wall time: on a shared, loaded machine a long batch is
+preempted more often than a short one, which wall time would charge to it.  "pin loop" calls pin.rnea / computeGeneralizedGravity /
 computeJointTorqueRegressor on each row with Pinocchio's own q (no conversion, no checks); "ref loop"
 calls the single-state reference (`reference.rnea`, `reference.gravity`) on each row.  The loops are
 cut to --loop-cap rows (per-state cost does not depend on N for a loop) and say so with a '*'.
@@ -27,21 +29,25 @@ from robot_dynamics.dynamics.reference.batched import BatchData, gravity_batched
 from robot_dynamics.dynamics.reference.regressor import regressor_batched  # noqa: E402
 
 
-def best_us_per_state(fn, n, repeats):
-    fn()                                                     # warm up
-    best = float("inf")
+def best_us_per_state(fns, ns, repeats):
+    """Best time per state of each fn (run on ns[k] states), the fns interleaved in every repeat so
+    that a change of machine load hits all of them alike."""
+    best = [float("inf")] * len(fns)
+    for fn in fns:
+        fn()                                                 # warm up
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return 1e6 * best / n
+        for k, fn in enumerate(fns):
+            t0 = time.thread_time()
+            fn()
+            best[k] = min(best[k], time.thread_time() - t0)
+    return [1e6 * b / n for b, n in zip(best, ns)]
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--robot", default="panda")
     ap.add_argument("--sizes", type=int, nargs="+", default=[1, 10, 100, 1000, 10000])
-    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--loop-cap", type=int, default=1000, help="rows timed in the pin loops")
     ap.add_argument("--ref-cap", type=int, default=100, help="rows timed in the reference loops")
     args = ap.parse_args(argv)
@@ -61,7 +67,7 @@ def main(argv=None):
         V, A = rng.normal(size=(N, model.nv)), rng.normal(size=(N, model.nv))
         Qp = np.array([model.q_to_pin(q) for q in Q])
         npin, nref = min(N, args.loop_cap), min(N, args.ref_cap)
-        reps = max(1, min(args.repeats, int(2e4 // N) + 1))
+        reps = max(3, min(args.repeats, int(2e5 // N) + 1))
 
         def pin_loop(f, n):
             return lambda: [f(k) for k in range(n)]
@@ -77,9 +83,9 @@ def main(argv=None):
                           None),
         }
         for algo, (batched, pl, rl) in cases.items():
-            b = best_us_per_state(batched, N, reps)
-            p = best_us_per_state(pl, npin, reps)
-            r = best_us_per_state(rl, nref, reps) if rl is not None else float("nan")
+            fns, ns = [batched, pl] + ([rl] if rl else []), [N, npin] + ([nref] if rl else [])
+            b, p, *r = best_us_per_state(fns, ns, reps)
+            r = r[0] if r else float("nan")
             star_p, star_r = ("*" if npin < N else " "), ("*" if nref < N else " ")
             print(f"| {algo:<9} | {N:>6} | {b:9.2f} | {p:9.2f}{star_p} | {r:9.1f}{star_r} "
                   f"| {p / b:11.2f} | {r / b:11.1f} |")

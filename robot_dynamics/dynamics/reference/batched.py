@@ -57,6 +57,7 @@ class BatchData:
             self.Xtree[i] = spatial.xform(Rp.T @ tree.R_tree[i] @ self.Ra[i], Rp.T @ tree.p_tree[i])
         self.XtreeT = np.ascontiguousarray(self.Xtree.transpose(0, 2, 1))
         self.iq = np.array(tree.iq, dtype=int)
+        self.iq_identity = np.array_equal(self.iq, np.arange(nb)) and tree.nq == nb
 
     def inertias(self, tree):
         """I'_i = E_i I_i E_i^T, (nb, 6, 6)."""
@@ -65,7 +66,8 @@ class BatchData:
 
 def _columns(bd, X, what, N=None):
     """(N, nv) user array -> (nv, N) contiguous, states as columns."""
-    X = np.asarray(X, dtype=float)
+    if type(X) is not np.ndarray or X.dtype != np.float64:
+        X = np.asarray(X, dtype=float)
     if X.ndim == 1:
         X = X[None, :]
     if X.ndim != 2 or X.shape[1] != bd.nv or (N is not None and X.shape[0] != N):
@@ -100,15 +102,23 @@ def _joint_transform_T(f, prismatic, c, s, q):
 
 def _crf_add(v, h, out):
     """out += v x* h, component by component; v, h, out have the 6 spatial components on their first
-    axis (any trailing shape, broadcast): v x* h = [w x f; vl x f + w x n], v = [vl; w], h = [f; n]."""
+    axis (any trailing shape, broadcast): v x* h = [w x f; vl x f + w x n], v = [vl; w], h = [f; n].
+    (Products go through one scratch array: no temporaries allocated per term.)"""
     vx, vy, vz, wx, wy, wz = v
     fx, fy, fz, nx, ny, nz = h
-    out[0] += wy * fz - wz * fy
-    out[1] += wz * fx - wx * fz
-    out[2] += wx * fy - wy * fx
-    out[3] += vy * fz - vz * fy + wy * nz - wz * ny
-    out[4] += vz * fx - vx * fz + wz * nx - wx * nz
-    out[5] += vx * fy - vy * fx + wx * ny - wy * nx
+    t = np.empty(np.broadcast_shapes(vx.shape, fx.shape))
+    for o, terms in ((out[0], ((wy, fz), (wz, fy))),
+                     (out[1], ((wz, fx), (wx, fz))),
+                     (out[2], ((wx, fy), (wy, fx))),
+                     (out[3], ((vy, fz), (vz, fy), (wy, nz), (wz, ny))),
+                     (out[4], ((vz, fx), (vx, fz), (wz, nx), (wx, nz))),
+                     (out[5], ((vx, fy), (vy, fx), (wx, ny), (wy, nx)))):
+        for k, (p, q) in enumerate(terms):                   # + p q - p q + p q - p q
+            np.multiply(p, q, out=t)
+            if k % 2:
+                o -= t
+            else:
+                o += t
 
 
 def _backward(bd, f, Qt, c, s):
@@ -126,7 +136,7 @@ def _backward(bd, f, Qt, c, s):
 
 
 def _trig(bd, Qt):
-    qb = Qt[bd.iq]
+    qb = Qt if bd.iq_identity else Qt[bd.iq]
     return np.cos(qb), np.sin(qb), qb
 
 
