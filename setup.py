@@ -45,6 +45,7 @@ setup(
         ("lib/" + package_name, glob("resource/lib/*")),
     ],
     install_requires=["setuptools"],
+    extras_require={"test": ["pytest"]},          # colcon test: run the pytest step
     cmdclass={"install_data": InstallDataWrappers},
     zip_safe=True,
     maintainer="robot_dynamics developers",
