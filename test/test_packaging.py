@@ -47,7 +47,10 @@ def test_wheel_installs_executables_where_ros2_run_looks(wheel):
         info = wheel.getinfo(f"robot_dynamics-0.1.0.data/data/lib/robot_dynamics/{node}")
         assert (info.external_attr >> 16) & 0o111, f"{node} is not executable"
         text = wheel.read(info).decode()
-        assert text.startswith("#!") and f"robot_dynamics.nodes.{node} import main" in text
+        # the interpreter that built (and installs) it, not `#!/usr/bin/env python3`, which finds the
+        # system Python outside an activated venv
+        assert text.splitlines()[0] == "#!" + sys.executable, text.splitlines()[0]
+        assert f"robot_dynamics.nodes.{node} import main" in text
     entry_points = wheel.read("robot_dynamics-0.1.0.dist-info/entry_points.txt").decode()
     for node in NODES + ("robot_dynamics_demo",):
         assert f"{node} = " in entry_points

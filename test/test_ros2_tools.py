@@ -134,6 +134,12 @@ def assert_clean_exit(launch, rc, nodes):
     assert "process has died" not in out, out[-4000:]
 
 
+def have_package(name):
+    """Is ROS package `name` in the ament index of the tools' AMENT_PREFIX_PATH (read from disk)?"""
+    return any((Path(p) / "share" / "ament_index" / "resource_index" / "packages" / name).is_file()
+               for p in tool_env()["AMENT_PREFIX_PATH"].split(os.pathsep) if p)
+
+
 def ros2(*args, timeout=CLI_TIMEOUT):
     r = subprocess.run([str(BIN / "ros2"), *args], capture_output=True, text=True, env=tool_env(),
                        timeout=timeout, preexec_fn=_default_sigint)
@@ -166,13 +172,7 @@ def test_sim_launch(tmp_path, robot, law, how):
     launch.wait_for(r"\[mujoco_sim\]: simulating")
     rc = launch.stop(how)
     assert_clean_exit(launch, rc, ["sim_node", "controller_node"])
-    try:
-        import ament_index_python
-        ament_index_python.get_package_share_directory("robot_state_publisher")
-        rsp_missing = False
-    except Exception:  # noqa: BLE001
-        rsp_missing = True
-    if rsp_missing:
+    if not have_package("robot_state_publisher"):
         assert "robot_state_publisher is not installed" in launch.out()
 
 
@@ -215,10 +215,14 @@ def test_sim_launch_ros2cli(tmp_path):
 
 
 def test_failed_launch_leaves_no_process(tmp_path):
-    """A launch whose controller cannot start (its parameters file does not exist): the sim node that
-    did start is ended by the launch, which exits on its own; no process of it is left."""
-    launch = Launch(["robot_dynamics", "sim.launch.py", "robot_state_publisher:=false",
-                     f"config:={tmp_path / 'no_such_file.yaml'}"], tmp_path / "launch.log")
+    """A launch whose sim node cannot start (a parameters file with an invalid bad_command_policy: the
+    node says why and exits with 1): the controller that did start is ended by the launch, which exits
+    on its own; no process of it is left."""
+    bad = tmp_path / "bad_sim.yaml"
+    bad.write_text((PREFIX / "share" / "robot_dynamics" / "config" / "sim_panda.yaml").read_text()
+                   + "\n    bad_command_policy: explode\n")
+    launch = Launch(["robot_dynamics", "sim.launch.py", "robot_state_publisher:=false", f"sim_config:={bad}"],
+                    tmp_path / "launch.log")
     try:
         launch.p.wait(READY_TIMEOUT)
     except subprocess.TimeoutExpired:
@@ -227,7 +231,8 @@ def test_failed_launch_leaves_no_process(tmp_path):
     launch.kill()
     out = launch.out()
     assert not running, f"the launch kept running after its controller failed:\n{out[-4000:]}"
-    assert re.search(r"\[sim_node-\d+\]: process started", out), out[-4000:]
+    assert re.search(r"\[controller_node-\d+\]: process started", out), out[-4000:]
+    assert "cannot start: bad_command_policy must be 'hold' or 'zero'" in out, out[-4000:]
     assert not launch.leftover, f"processes outlived the failed launch: {launch.leftover}\n{out[-4000:]}"
 
 
@@ -253,13 +258,8 @@ def test_gazebo_launch_arguments_and_missing_packages(tmp_path):
     assert rc == 0, out
     for arg, default in (("robot", "panda"), ("controller", "cartesian_impedance"), ("gz_args", "-r empty.sdf")):
         assert re.search(rf"'{arg}':.*?\(default: '{re.escape(default)}'\)", out, re.S), out
-    from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
-    missing = []
-    for pkg in ("ros_gz_sim", "ros_gz_bridge", "controller_manager", "robot_state_publisher"):
-        try:
-            get_package_share_directory(pkg)
-        except PackageNotFoundError:
-            missing.append(pkg)
+    missing = [pkg for pkg in ("ros_gz_sim", "ros_gz_bridge", "controller_manager", "robot_state_publisher")
+               if not have_package(pkg)]
     if not missing:
         pytest.skip("Gazebo packages are installed: the full launch is a manual bring-up (README)")
     launch = Launch(["robot_dynamics", "gazebo.launch.py", "robot:=ur5e"], tmp_path / "launch.log")
@@ -277,8 +277,7 @@ def test_gazebo_launch_arguments_and_missing_packages(tmp_path):
 # launch_testing files
 # --------------------------------------------------------------------------------------------------
 LAUNCH_TESTS = sorted(p.name for p in (ROOT / "test").glob("test_*.py")
-                      if "launch_testing" in p.read_text(errors="replace").split("\n\n\n")[0]
-                      and "generate_test_description" in p.read_text(errors="replace"))
+                      if re.search(r"^def generate_test_description\(", p.read_text(errors="replace"), re.M))
 
 
 @pytest.mark.parametrize("name", LAUNCH_TESTS)

@@ -71,7 +71,7 @@ def main(args=None):
         node.get_logger().info(f"echoed {node.count} messages")
 
     return run(EchoNode, args=args, executor_factory=lambda node: make_executor(node.executor_name),
-               on_exit=report)
+               on_exit=report, exit_process=True)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ first on the way out (the controller publishes its safe command there), then the
 and the context are shut down.  A node that fails to construct (bad parameters: ValueError /
 RuntimeError) logs the reason and the process exits with 1, without a traceback.
 """
+import ctypes
+import os
 import signal
 import sys
 import threading
@@ -61,32 +63,60 @@ def _log_error(node, text):
     print(text, file=sys.stderr, flush=True)
 
 
-def run(node_factory, args=None, executor_factory=None, on_exit=None, poll=0.1):
+def _flush_and_exit(code):
+    """Leave now with `code`: flush Python's and C's stdio (rcutils logs through C stdio), then
+    os._exit, skipping interpreter finalisation and the DDS library's static destructors."""
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except Exception:  # noqa: BLE001
+        pass
+    os._exit(code)
+
+
+def run(node_factory, args=None, executor_factory=None, on_exit=None, poll=0.1, exit_process=False,
+        exit_grace=12.0):
     """Create the node (`node_factory()`, after rclpy.init), spin it with `executor_factory(node)`
     (default: a SingleThreadedExecutor) until SIGINT / SIGTERM or an external shutdown, call
     `on_exit(node)`, clean up.  Returns the process exit code: 0, or 1 if the node or its executor
-    could not be created."""
+    could not be created.
+
+    exit_process=True (the nodes' main()): once everything is shut down the process ends at once with
+    that code (os._exit after flushing), instead of returning into interpreter finalisation, where a
+    DDS participant's destructor was seen to hang past launch's SIGTERM and SIGKILL (15 s) under
+    load; and if the clean-up itself takes longer than `exit_grace` seconds, a watchdog thread ends the
+    process the same way."""
     stop = install_stop_handlers()
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node = executor = None
     code = 0
+    handled = False            # False while an unexpected exception propagates (its traceback must show)
     try:
         node = node_factory()
         executor = executor_factory(node) if executor_factory else SingleThreadedExecutor()
         executor.add_node(node)
         while not stop.is_set() and rclpy.ok():
             executor.spin_once(timeout_sec=poll)
+        handled = True
     except ExternalShutdownException:
-        pass
+        handled = True
     except (ValueError, RuntimeError) as e:
         if node is None or executor is None:      # construction failed: the reason, no traceback
             _log_error(node, f"cannot start: {e}")
-            code = 1
+            code, handled = 1, True
         else:
             raise
     finally:
         # signals keep arriving here (Ctrl-C twice, launch's own SIGINT / SIGTERM): our handler only
         # records them, so none of this is interrupted
+        if exit_process:
+            guard = threading.Timer(exit_grace, _flush_and_exit, args=(code if handled else 1,))
+            guard.daemon = True
+            guard.start()
         if node is not None and on_exit is not None:
             try:
                 on_exit(node)
@@ -108,4 +138,6 @@ def run(node_factory, args=None, executor_factory=None, on_exit=None, poll=0.1):
         # ignored handlers are left alone
         for sig in EXIT_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
+        if exit_process and handled:
+            _flush_and_exit(code)
     return code

@@ -367,7 +367,7 @@ class MujocoSimNode(Node):
 
 def main(args=None):
     """Spin until SIGINT / SIGTERM (repeated ones included), then exit 0 (nodes/runner.py)."""
-    return run(MujocoSimNode, args=args)
+    return run(MujocoSimNode, args=args, exit_process=True)
 
 
 if __name__ == "__main__":
