@@ -890,7 +890,8 @@ def main(args=None):
         if node.lifecycle_state in ("active", "inactive", "unconfigured"):
             node.trigger_shutdown()
 
-    return run(TorqueControllerNode, args=argv, executor_factory=executor_for, on_exit=safe_stop)
+    return run(TorqueControllerNode, args=argv, executor_factory=executor_for, on_exit=safe_stop,
+               exit_process=True)
 
 
 if __name__ == "__main__":
