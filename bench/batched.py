@@ -7,8 +7,8 @@
 Microseconds per state: for each N, the best of --repeats runs of the whole batch (batched) or of the
 loop over its rows (loops), divided by N; the three run in turn within each repeat.  Times are the
 thread's CPU time (time.thread_time), not wall time: on a shared, loaded machine a long batch is
-preempted more often than a short one, which wall time would charge to it.  "pin loop" calls pin.rnea / computeGeneralizedGravity /
-computeJointTorqueRegressor on each row with Pinocchio's own q (no conversion, no checks); "ref loop"
+preempted more often than a short one, which wall time would charge to it.  "pin loop" calls
+pin.rnea / computeGeneralizedGravity / computeJointTorqueRegressor on each row with Pinocchio's own q (no conversion, no checks); "ref loop"
 calls the single-state reference (`reference.rnea`, `reference.gravity`) on each row.  The loops are
 cut to --loop-cap rows (per-state cost does not depend on N for a loop) and say so with a '*'.
 Nothing here is asserted.

@@ -5,9 +5,10 @@
     .venv/bin/python bench/dynamics.py --robots panda --batches 9
 
 For every robot and algorithm: microseconds per call, each the median over several batches of
-back-to-back calls (time.perf_counter around a batch, divided by its length), on one fixed random
-state.  "raw" calls pinocchio directly on model.pin_model with its own pin.Data and Pinocchio's own
-q (no conversion, no checks); "backend" is PinocchioBackend (checked inputs, user q, symmetric M);
+back-to-back calls (a timer around a batch, divided by its length), on one fixed random
+state, in the thread's CPU time (time.thread_time: on a shared machine wall time would count the
+time other processes hold the core).  "raw" calls pinocchio directly on model.pin_model with its
+own pin.Data and Pinocchio's own q (no conversion, no checks); "backend" is PinocchioBackend (checked inputs, user q, symmetric M);
 "reference" is the in-repo numpy implementation.  Ratios: backend/raw (the cost of the wrapper) and
 reference/backend (how far the oracle is from production).  Nothing here is asserted.
 """
@@ -89,16 +90,16 @@ def per_call_us(fn, batches, batch_seconds):
     """Median over `batches` batches of the mean time per call, in microseconds."""
     for _ in range(3):
         fn()                                           # warm up (allocations, caches)
-    t0 = time.perf_counter()
+    t0 = time.thread_time()
     fn()
-    one = max(time.perf_counter() - t0, 1e-7)
+    one = max(time.thread_time() - t0, 1e-7)
     n = max(3, min(200_000, int(batch_seconds / one)))
     times = []
     for _ in range(batches):
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         for _ in range(n):
             fn()
-        times.append((time.perf_counter() - t0) / n)
+        times.append((time.thread_time() - t0) / n)
     return 1e6 * statistics.median(times)
 
 
