@@ -162,6 +162,7 @@ class FrankaBridge(Node):
             self.create_subscription(Float64MultiArray, p["command_topic"], self._on_command, 10)
         self.create_service(Trigger, "~/recover", self._srv_recover)
         self.create_timer(0.05, self._poll)
+        self.create_timer(0.01, self._idle_state)
         self.create_timer(p["diagnostics_period"], self._publish_diagnostics)
         self._starter = threading.Thread(target=self._connect_and_start, daemon=True)
         self._starter.start()
@@ -350,19 +351,20 @@ class FrankaBridge(Node):
         self._set_state(fh.RUNNING if self.mode == "in_process" else fh.WAITING,
                         "torque control on" if self.mode == "in_process" else "waiting for commands")
 
-    # ---- the robot's control callback (libfranka's thread) ----
-    def _on_cycle(self, state, t):
-        q = np.asarray(state.q)
-        dq = np.asarray(state.dq)
-        tau_J = np.asarray(state.tau_J)
+    def _idle_state(self):
+        """Without a torque motion (refused, idle, after an error) the state is still published, at
+        100 Hz, read from the robot."""
+        arm = self.arm
+        if arm.robot is None or arm.motion is not None or self.state_name == fh.RUNNING:
+            return
+        try:
+            st = arm.robot.state
+        except Exception:              # noqa: BLE001  (connection lost: reported by ~/recover)
+            return
+        self._publish_state(np.asarray(st.q), np.asarray(st.dq), np.asarray(st.tau_J), st.time.to_sec())
+
+    def _publish_state(self, q, dq, tau_J, t):
         self.q, self.dq, self.tau_J, self.t_robot = q, dq, tau_J, t
-        if self.pending is not None:
-            if self.p["record_latency"]:
-                self.latency.append((self.pending, t))
-            self.pending = None
-        tau = None
-        if self.loop is not None:
-            tau = self._loop_cycle(q, dq, t)
         js = self.js
         if self.pub_clock is not None:
             if self.t0_ns is None:
@@ -377,6 +379,20 @@ class FrankaBridge(Node):
         js.position, js.velocity, js.effort = q.tolist(), dq.tolist(), tau_J.tolist()
         self.t_state_pub = t
         self.pub_js.publish(js)
+
+    # ---- the robot's control callback (libfranka's thread) ----
+    def _on_cycle(self, state, t):
+        q = np.asarray(state.q)
+        dq = np.asarray(state.dq)
+        tau_J = np.asarray(state.tau_J)
+        if self.pending is not None:
+            if self.p["record_latency"]:
+                self.latency.append((self.pending, t))
+            self.pending = None
+        tau = None
+        if self.loop is not None:
+            tau = self._loop_cycle(q, dq, t)
+        self._publish_state(q, dq, tau_J, t)
         if self.loop is not None:
             if tau is not None:
                 self.pending = t

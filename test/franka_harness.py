@@ -1,0 +1,230 @@
+"""Helpers of the Franka tests (test_franka_*.py): franky-sim started and ended like any other
+component, the bridge and controller nodes as child processes, and a probe that also reads the
+bridge's /diagnostics.
+
+Every franky-sim instance listens on its own loopback address (127.<domain>.<pid % 250>.<k>, port
+1337), so tests of parallel runs on other ROS domains never share a simulated robot.
+"""
+import contextlib
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from robot_dynamics.nodes.probe import Probe
+from robot_dynamics.nodes.processes import NodeProcesses, config_path
+
+FRANKY_SIM = Path(sys.executable).parent / "franky-sim"
+SIM_START_TIMEOUT = 60.0
+READY_TIMEOUT = 90.0      # s: sim + bridge (+ controller) up, commands flowing (a bound, not a speed)
+_counter = itertools.count(1)
+FR3_JOINTS = [f"fr3_joint{i}" for i in range(1, 8)]
+
+
+def sim_address():
+    d = int(os.environ.get("ROS_DOMAIN_ID", "0")) % 250
+    return f"127.{d}.{os.getpid() % 250}.{next(_counter)}"
+
+
+class FrankySim:
+    """`franky-sim -s mujoco --hostname ADDR` in its own process group; ended on exit."""
+
+    def __init__(self, log_dir):
+        self.address = sim_address()
+        self.log_path = Path(log_dir) / f"franky_sim_{self.address}.log"
+        self.proc = None
+
+    def __enter__(self):
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([str(FRANKY_SIM), "-s", "mujoco", "--hostname", self.address],
+                                     stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        t_end = time.monotonic() + SIM_START_TIMEOUT
+        while time.monotonic() < t_end:
+            if self.proc.poll() is not None:
+                raise RuntimeError("franky-sim exited:\n" + self.log_path.read_text()[-2000:])
+            if "Connect to the server" in self.log_path.read_text(errors="replace"):
+                return self
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("franky-sim did not start:\n" + self.log_path.read_text()[-2000:])
+
+    def pause(self):
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self):
+        os.killpg(self.proc.pid, signal.SIGCONT)
+
+    def stop(self):
+        if self.proc is None:
+            return
+        for sig, wait in ((signal.SIGCONT, 0.0), (signal.SIGINT, 5.0), (signal.SIGKILL, 2.0)):
+            if self.proc.poll() is not None:
+                break
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.proc.wait(wait) if wait else None
+            except subprocess.TimeoutExpired:
+                pass
+        self.log.close()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class BridgeProbe(Probe):
+    """Probe + the bridge's diagnostics (latest key -> value of the status named '<bridge>: ...')."""
+
+    def __init__(self, bridge_name="franka_bridge", **kw):
+        from diagnostic_msgs.msg import DiagnosticArray
+        from std_msgs.msg import String
+        from rclpy.qos import DurabilityPolicy, QoSProfile
+        super().__init__(joints=FR3_JOINTS, **kw)
+        from sensor_msgs.msg import JointState
+        ns = kw.get("controller_ns", "/torque_controller")
+        self.pub_target = self.create_publisher(JointState, f"{ns}/target_joint_state", 10)
+        self.bridge_name = bridge_name
+        self.diag = {}
+        self.n_diag = 0
+        self.urdf = None
+        self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 10)
+        self.create_subscription(String, "/robot_description", self._on_desc,
+                                 QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+
+    def _on_diag(self, msg):
+        for s in msg.status:
+            if s.name.startswith(self.bridge_name + ":"):
+                with self.lock:
+                    self.diag = {kv.key: kv.value for kv in s.values}
+                    self.n_diag += 1
+
+    def _on_desc(self, msg):
+        with self.lock:
+            self.urdf = msg.data
+
+    def publish_target(self, q):
+        """A joint set-point on <controller_ns>/target_joint_state (positions, joints order)."""
+        from sensor_msgs.msg import JointState
+        msg = JointState()
+        msg.name = list(self.joints)
+        msg.position = [float(x) for x in q]
+        self.pub_target.publish(msg)
+
+    def bridge_state(self):
+        return self.diag.get("state")
+
+    def recover(self, timeout=10.0):
+        from std_srvs.srv import Trigger
+        cli = self.create_client(Trigger, f"/{self.bridge_name}/recover")
+        try:
+            assert cli.wait_for_service(timeout_sec=timeout), "no ~/recover service"
+            fut = cli.call_async(Trigger.Request())
+            t_end = time.monotonic() + timeout
+            while not fut.done() and time.monotonic() < t_end:
+                time.sleep(0.01)
+            assert fut.done(), "~/recover did not answer"
+            return fut.result()
+        finally:
+            self.destroy_client(cli)
+
+
+def bridge_params(sim, **over):
+    # /clock from the robot's time: franky-sim falls behind the wall clock on a loaded machine, and
+    # the controller (use_sim_time) then times trajectories and its watchdog on the robot's clock
+    return {"robot_ip": sim.address, "realtime": False, "connect_timeout": 30.0, "diagnostics_period": 0.2,
+            "publish_clock": True, "command_timeout": 0.3, **over}
+
+
+def start_bridge(procs, sim, robot="fr3", **over):
+    return procs.start("robot_dynamics.nodes.franka_bridge", name="franka_bridge",
+                       params_files=[config_path(f"{robot}_bridge.yaml")], params=bridge_params(sim, **over))
+
+
+def start_controller(procs, law, robot="fr3", **over):
+    # the controller waits for the bridge's /robot_description (no `robot` fallback in these configs)
+    return procs.start("robot_dynamics.nodes.controller_node", name="torque_controller",
+                       params_files=[config_path(f"{robot}_{law}.yaml")],
+                       params={"watchdog_timeout": 0.5, "use_sim_time": True, **over})
+
+
+def fr3_model(urdf):
+    """Our own model of what the bridge published (the test's oracle for g(q), FK)."""
+    from robot_dynamics.dynamics import Model, PinocchioBackend
+    m = Model.from_urdf_string(urdf)
+    return m, PinocchioBackend(m)
+
+
+def dump_logs(procs, sim=None):
+    out = [f"--- {p.tag}\n" + procs.log(p)[-2500:] for p in procs.procs]
+    if sim is not None:
+        out.append("--- franky-sim\n" + Path(sim.log_path).read_text(errors="replace")[-1500:])
+    return "\n".join(out)
+
+
+def js_arrays(log, t0=None):
+    """(t_rx, q, v, effort) arrays of a probe's js_log (from receipt time t0 on)."""
+    rows = [r for r in log if t0 is None or r[0] >= t0]
+    t = np.array([r[0] for r in rows])
+    return t, np.array([r[2] for r in rows]), np.array([r[3] for r in rows]), np.array([r[4] for r in rows])
+
+
+def wait_robot_time(probe, dt, cap=120.0, check=None):
+    """Sleep until the robot's clock (/clock from the bridge) advanced by dt [s]; wall-clock cap."""
+    with probe.lock:
+        t0 = probe.clock
+    assert t0 is not None, "no /clock from the bridge"
+    ok = probe.wait_for(lambda: probe.clock - t0 >= dt, cap, poll=0.02, check=check)
+    assert ok, f"robot time advanced less than {dt} s in {cap} s of wall time; bridge: {probe.diag}"
+
+
+def gravity_of(backend, model, q, joints):
+    """g(q) of our model, q and the result in `joints` order."""
+    idx = [model.joint_names.index(j) for j in joints]
+    qm = np.empty(7)
+    qm[idx] = q
+    return backend.gravity(qm)[idx]
+
+
+@contextlib.contextmanager
+def rig(tmp_path, law=None, mode="topic", controller_over=None, **bridge_over):
+    """franky-sim + bridge (+ controller `law` in topic mode; the law in the bridge in in_process
+    mode), a BridgeProbe; waits until the bridge applies commands (or, without a law, until it
+    reports a state) and the start ramps are over."""
+    procs = NodeProcesses(log_dir=tmp_path)
+    probe = BridgeProbe(name="franka_probe",
+                        **({"controller_ns": "/franka_bridge"} if mode == "in_process" else {}))
+    with FrankySim(tmp_path) as sim:
+        try:
+            if mode == "in_process":
+                procs.start("robot_dynamics.nodes.franka_bridge", name="franka_bridge",
+                            params_files=[config_path(f"fr3_{law}.yaml"), config_path("fr3_bridge.yaml")],
+                            params=bridge_params(sim, mode="in_process", **bridge_over))
+            else:
+                start_bridge(procs, sim, **bridge_over)
+                if law:
+                    start_controller(procs, law, **(controller_over or {}))
+            probe.start()
+            if law:
+                ok = probe.wait_for(lambda: probe.diag.get("state") == "running" and probe.urdf is not None
+                                    and probe.q is not None, READY_TIMEOUT, check=procs.check_alive)
+                assert ok, "not running:\n" + dump_logs(procs, sim)
+                wait_robot_time(probe, 1.0)   # the controller's and the bridge's 0.5 s ramps
+            else:
+                ok = probe.wait_for(lambda: probe.diag.get("state") not in (None, "idle"), READY_TIMEOUT,
+                                    check=procs.check_alive)
+                assert ok, "bridge not up:\n" + dump_logs(procs, sim)
+            yield procs, probe, sim
+        finally:
+            probe.stop()
+            probe.destroy_node()
+            procs.stop_all()
+
+

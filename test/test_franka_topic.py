@@ -1,0 +1,243 @@
+"""The Franka bridge in topic mode against franky-sim (libfranka's protocol, MuJoCo behind it): the
+bridge and the controller node as two processes over DDS, as a ros2_control user runs them.
+
+Each test starts its own franky-sim (own loopback address), bridge and controller, and ends them.
+The oracle is our own Pinocchio model of the URDF the bridge published (gravity the robot adds,
+forward kinematics) and the parameters the test set; franky-sim runs MuJoCo with joint friction,
+damping and armature, so the figures are not those of an ideal model.
+"""
+import time
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+pytest.importorskip("franky")
+
+from franka_harness import (dump_logs, fr3_model, gravity_of, js_arrays, rig,  # noqa: E402
+                            start_bridge, start_controller, wait_robot_time)
+from robot_dynamics.hardware.franka import scale_link_mass  # noqa: E402
+from robot_dynamics.nodes.processes import NodeProcesses  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+HOLD_TIME = 5.0           # s
+HOLD_TOL = 5e-3           # rad: largest joint drift while holding (gravity compensation law: ~zero torque)
+K_J = np.array([400.0, 400.0, 400.0, 400.0, 100.0, 50.0, 15.0])    # fr3_joint_impedance.yaml
+STEP_JOINT, STEP = 3, 0.04                                          # joint 4, rad
+K_TOL = 0.15              # relative: stiffness measured from torque and deflection vs configured
+CART_TOL = 3e-3           # m: TCP drift while holding with Cartesian impedance
+TRAJ_STEP = np.array([0.2, -0.15, 0.2, 0.2, 0.2, -0.2, 0.2])
+TRAJ_T = 2.0              # s
+TRAJ_FINAL_TOL = 5e-3     # rad, 1.5 s after the end
+TRAJ_RMS_TOL = 0.05       # rad: RMS of the largest joint error over the motion (DDS loop, loaded host)
+STOP_SPEED = 0.02         # rad/s: "stopped"
+STOP_TRAVEL = 0.15        # rad: most a joint may move between the kill and the stop
+RESUME_STEP_TOL = 1.5     # N m: largest change of applied torque between two robot states on resume
+                          #      (franky's max_delta_tau 1 N m per cycle; two cycles may fall between states)
+
+
+def test_hold_gravity_compensation(ros, tmp_path):
+    """The law with compensate_gravity false commands ~zero torque; the robot adds g(q): the arm
+    stays where it is (a bridge or config that compensated twice would lift it)."""
+    with rig(tmp_path, "gravity_compensation") as (procs, probe, sim):
+        q0, _ = probe.snapshot()
+        probe.clear_logs()
+        wait_robot_time(probe, HOLD_TIME, check=procs.check_alive)
+        _, q, _, _ = js_arrays(probe.js_log)
+        worst = float(np.max(np.abs(q - q0)))
+        assert worst < HOLD_TOL, f"drifted {worst:.4f} rad"
+        model, dyn = fr3_model(probe.urdf)
+        # measured joint torque = command + g(q): the command is ~0, so tau_J ~ g(q) of our model
+        with probe.lock:
+            q, eff = probe.q.copy(), probe.effort.copy()
+        assert np.max(np.abs(eff - gravity_of(dyn, model, q, probe.joints))) < 0.5
+
+
+def test_joint_impedance_stiffness(ros, tmp_path):
+    """Joint impedance step on joint 4: stiffness measured from the applied torque (tau_J - g(q))
+    and the deflection (q_d - q) over the step response, by least squares with the damping term,
+    against the configured K."""
+    with rig(tmp_path, "joint_impedance") as (procs, probe, sim):
+        model, dyn = fr3_model(probe.urdf)
+        q0, _ = probe.snapshot()
+        q_d = q0.copy()
+        q_d[STEP_JOINT] += STEP
+        probe.clear_logs()
+        t0 = time.monotonic()
+        probe.publish_target(q_d)                      # a step of the set-point
+        wait_robot_time(probe, 3.0)
+        procs.check_alive()
+        t, q, v, eff = js_arrays(probe.js_log, t0)
+        tau = eff - np.array([gravity_of(dyn, model, qk, probe.joints) for qk in q])
+        j = STEP_JOINT
+        e = q_d[j] - q[:, j]
+        # the step's first tens of ms are rate-limited (1000 N m/s): use the part of the response
+        # where the deflection is between 10 % and 80 % of the step
+        # and where the torque is not rate-limited (the safety filter's 1000 N m/s and franky's
+        # max_delta_tau of 1 N m per cycle): less than 0.5 N m change from the previous robot state
+        dtau = np.abs(np.diff(tau[:, j], prepend=tau[0, j]))
+        sel = (np.abs(e) < 0.8 * STEP) & (np.abs(e) > 0.1 * STEP) & (dtau < 0.5)
+        assert sel.sum() > 20, f"too few samples in the response ({sel.sum()})"
+        A = np.column_stack([e[sel], -v[sel, j]])
+        (k_meas, d_meas), *_ = np.linalg.lstsq(A, tau[sel, j], rcond=None)
+        assert abs(k_meas / K_J[j] - 1.0) < K_TOL, f"measured K {k_meas:.1f} vs {K_J[j]}"
+        assert d_meas > 0
+        assert abs(q[-1, j] - q_d[j]) < 0.01       # it got there (friction leaves a small error)
+
+
+def test_cartesian_impedance_hold(ros, tmp_path):
+    with rig(tmp_path, "cartesian_impedance") as (procs, probe, sim):
+        model, dyn = fr3_model(probe.urdf)
+        idx = [model.joint_names.index(j) for j in probe.joints]
+
+        def tcp(q):
+            qm = np.empty(7)
+            qm[idx] = q
+            return dyn.frame_placement(qm, "fr3_tcp")[1].copy()
+        q0, _ = probe.snapshot()
+        p0 = tcp(q0)
+        probe.clear_logs()
+        wait_robot_time(probe, HOLD_TIME, check=procs.check_alive)
+        _, q, _, _ = js_arrays(probe.js_log)
+        worst = max(float(np.linalg.norm(tcp(qk) - p0)) for qk in q[::5])
+        assert worst < CART_TOL, f"TCP drifted {worst * 1e3:.2f} mm"
+        assert probe.diag.get("state") == "running"
+
+
+def _trajectory(probe, q0):
+    q_goal = q0 + TRAJ_STEP
+    n = 21
+    ts = np.linspace(0.0, TRAJ_T, n)[1:]
+    s = ts / TRAJ_T
+    blend = 10 * s**3 - 15 * s**4 + 6 * s**5                 # minimum-jerk profile
+    probe.publish_trajectory(list(ts), [q0 + b * TRAJ_STEP for b in blend])
+    return q_goal
+
+
+def test_computed_torque_trajectory(ros, tmp_path):
+    with rig(tmp_path, "computed_torque") as (procs, probe, sim):
+        q0, _ = probe.snapshot()
+        probe.clear_logs()
+        q_goal = _trajectory(probe, q0)
+        wait_robot_time(probe, TRAJ_T + 1.5)
+        procs.check_alive()
+        q, _ = probe.snapshot()
+        assert np.max(np.abs(q - q_goal)) < TRAJ_FINAL_TOL, q - q_goal
+        with probe.lock:
+            err = np.array([np.max(np.abs(r[2])) for r in probe.state_log])
+        assert len(err) > 50
+        assert float(np.sqrt(np.mean(err**2))) < TRAJ_RMS_TOL
+
+
+def test_controller_killed_mid_motion_stops_the_arm(ros, tmp_path):
+    """SIGKILL the controller during a trajectory: the bridge's watchdog (command_timeout)
+    stops the arm with its damping torque (default 0.1 s; 0.3 s in these tests, see franka_harness), reports it, stays up; ~/recover and a new controller
+    resume without a torque jump."""
+    with rig(tmp_path, "computed_torque") as (procs, probe, sim):
+        ctl = procs.procs[1]
+        q0, _ = probe.snapshot()
+        _trajectory(probe, q0)
+        wait_robot_time(probe, 0.5 * TRAJ_T)
+        _, v = probe.snapshot()
+        assert np.max(np.abs(v)) > 0.05, "not moving when killed"
+        t_kill = time.monotonic()
+        q_kill, _ = probe.snapshot()
+        import os
+        import signal
+        os.killpg(ctl.pid, signal.SIGKILL)
+        ok = probe.wait_for(lambda: probe.diag.get("state") == "stopped", 10.0)
+        assert ok, dump_logs(procs, sim)
+        assert int(probe.diag["watchdog_trips"]) == 1 and "no command" in probe.diag["reason"]
+        stopped = probe.wait_for(lambda: probe.v is not None and np.max(np.abs(probe.v)) < STOP_SPEED, 10.0)
+        assert stopped
+        t_stop = time.monotonic()
+        q_stop, _ = probe.snapshot()
+        assert np.max(np.abs(q_stop - q_kill)) < STOP_TRAVEL
+        print(f"\nstopped {t_stop - t_kill:.3f} s after the kill (wall clock, incl. the 0.3 s watchdog), "
+              f"travel {np.max(np.abs(q_stop - q_kill)):.4f} rad")
+        wait_robot_time(probe, 1.0)
+        assert ctl.poll() is not None and procs.procs[0].poll() is None     # bridge still up
+        # it stays stopped (no automatic resume), then resumes on ~/recover with a new controller
+        q_rest, _ = probe.snapshot()
+        assert np.max(np.abs(q_rest - q_stop)) < 0.01
+        assert probe.diag.get("state") == "stopped"
+        res = probe.recover()
+        assert res.success, res.message
+        probe.clear_logs()
+        start_controller(procs, "joint_impedance")
+        ok = probe.wait_for(lambda: probe.diag.get("state") == "running", 60.0)
+        assert ok, dump_logs(procs, sim)
+        wait_robot_time(probe, 1.5)
+        model, dyn = fr3_model(probe.urdf)
+        _, q, _, eff = js_arrays(probe.js_log)
+        tau = eff - np.array([gravity_of(dyn, model, qk, probe.joints) for qk in q])
+        assert np.max(np.abs(np.diff(tau, axis=0))) < RESUME_STEP_TOL
+
+
+def test_double_gravity_compensation_refused_by_parameter_check(ros, tmp_path):
+    """A controller node with compensate_gravity true (the Franka adds g(q) too): the bridge reads
+    the node's parameter before applying anything, refuses its commands and says why; the arm never
+    moves."""
+    with rig(tmp_path, None) as (procs, probe, sim):
+        ok = probe.wait_for(lambda: probe.diag.get("state") == "waiting", 30.0)
+        assert ok, dump_logs(procs, sim)
+        q0, _ = probe.snapshot()
+        start_controller(procs, "joint_impedance", **{"joint_impedance.compensate_gravity": True})
+        ok = probe.wait_for(lambda: probe.diag.get("state") == "stopped", 60.0, check=procs.check_alive)
+        assert ok, dump_logs(procs, sim)
+        assert "compensate_gravity is true" in probe.diag["reason"]
+        assert int(probe.diag["gravity_guard_trips"]) >= 1
+        assert int(probe.diag["commands"]) > 0           # the commands came, and were not applied
+        wait_robot_time(probe, 1.0)
+        q, v = probe.snapshot()
+        assert np.max(np.abs(q - q0)) < 1e-3 and np.max(np.abs(v)) < STOP_SPEED
+
+
+def test_double_gravity_compensation_stopped_by_dynamic_guard(ros, tmp_path):
+    """Without the parameter check (a controller that is not ours: controller_node ''), commands that
+    carry g(q) at low speed trip the bridge's dynamic guard: it stops the arm before it is thrown."""
+    with rig(tmp_path, None, controller_node="") as (procs, probe, sim):
+        ok = probe.wait_for(lambda: probe.diag.get("state") == "waiting", 30.0)
+        assert ok, dump_logs(procs, sim)
+        q0, _ = probe.snapshot()
+        start_controller(procs, "gravity_compensation", **{"gravity_compensation.compensate_gravity": True})
+        ok = probe.wait_for(lambda: probe.diag.get("state") == "stopped", 60.0, check=procs.check_alive)
+        assert ok, dump_logs(procs, sim)
+        assert "gravity guard" in probe.diag["reason"] and int(probe.diag["gravity_guard_trips"]) >= 1
+        wait_robot_time(probe, 1.0)
+        q, v = probe.snapshot()
+        assert np.max(np.abs(q - q0)) < 0.1 and np.max(np.abs(v)) < STOP_SPEED
+
+
+def test_cross_check_refuses_a_wrong_urdf(ros, tmp_path):
+    """The bridge's model (the robot's URDF + end effector) meets the stated tolerances against the
+    robot's own model; the same URDF with link4's mass (and inertia) 20 % larger is refused: no
+    torque control, the figures and the reason in /diagnostics."""
+    with rig(tmp_path, None) as (procs, probe, sim):
+        ok = probe.wait_for(lambda: probe.urdf is not None and "cross_check_ok" in probe.diag, 30.0)
+        assert ok, dump_logs(procs, sim)
+        good = dict(probe.diag)
+        urdf = probe.urdf
+        assert good["cross_check_ok"] == "True"
+        assert float(good["cross_check_gravity"]) < 0.3 and float(good["cross_check_mass"]) < 0.03
+        procs.stop_all()
+        procs.procs.clear()
+        with probe.lock:
+            probe.diag = {}
+        wrong = scale_link_mass(urdf, "link4", 1.2)
+        start_bridge(procs, sim, robot_description=wrong)
+        ok = probe.wait_for(lambda: "cross_check_ok" in probe.diag, 60.0, check=procs.check_alive)
+        assert ok, dump_logs(procs, sim)
+        d = dict(probe.diag)
+        assert d["state"] == "refused" and d["cross_check_ok"] == "False", d
+        assert float(d["cross_check_gravity"]) > 0.3
+        # commands are not applied: a torque on joint 7 moves nothing
+        q0, _ = probe.snapshot()
+        t_end = time.monotonic() + 1.0
+        while time.monotonic() < t_end:
+            probe.publish_command([0, 0, 0, 0, 0, 0, 1.5])
+            time.sleep(0.005)
+        q1, _ = probe.snapshot()
+        assert abs(q1[6] - q0[6]) < 1e-3
+        assert procs.procs[0].poll() is None
