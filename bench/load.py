@@ -22,7 +22,6 @@ assertions: this prints tables.
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -115,6 +114,9 @@ def main(argv=None):
     ap.add_argument("--pp-duration", type=float, default=30.0)
     ap.add_argument("--hog-limit", type=float, default=900.0, help="a hog ends itself after this many s")
     ap.add_argument("--kinds", default="echo,controller")
+    ap.add_argument("--controller-executors", default="default",
+                    help="controller executors to compare, e.g. single,events ('default' = the node's own)")
+    ap.add_argument("--rt-modes", default="off,on", help="RT option off, on or both")
     ap.add_argument("--domain", type=int, default=int(os.environ.get("ROS_DOMAIN_ID", "28")))
     a = ap.parse_args(argv)
     rp.install_handlers()
@@ -150,7 +152,7 @@ def main(argv=None):
             env = rp.bench_env(a.domain)
             rows, res = [], []
             for n in hogs_list:
-                for rt in (False, True):
+                for rt in [m == "on" for m in a.rt_modes.split(",")]:
                     def wrap(cmd, role, rt=rt):
                         if not rt:
                             return cmd
@@ -158,16 +160,19 @@ def main(argv=None):
                                 "--lock-memory", "-m"] + (cmd[2:] if cmd[1] == "-m" else cmd[1:])
                     hogs = start_hogs(n, a.hog_limit, tmp)
                     try:
-                        for kind in a.kinds.split(","):
+                        runs = [(k, "single" if k == "echo" else ex) for k in a.kinds.split(",")
+                                for ex in (["single"] if k == "echo" else a.controller_executors.split(","))]
+                        for kind, ex in runs:
                             cfg = dict(kind=kind, law="gravity_compensation" if kind == "controller" else None,
-                                       rate=1000, duration=a.pp_duration,
-                                       executor="single" if kind == "echo" else "default", qos=L.CONTROLLER_QOS,
-                                       extra={}, tag_extra=f"_{n}hogs_rt{int(rt)}")
+                                       rate=1000, duration=a.pp_duration, executor=ex, qos=L.CONTROLLER_QOS,
+                                       extra={} if ex == "default" or kind == "echo" else {"executor": ex},
+                                       tag_extra=f"_{n}hogs_rt{int(rt)}")
                             log(f"pingpong: {kind}, {n} hogs, RT {rt}")
                             r = L.run_one(cfg, largs, env, tmp, log, wrap=wrap)
                             r["hogs"], r["rt"] = n, rt
                             res.append(r)
-                            rows.append([n, "on" if rt else "off", L.label(r), r.get("status", "?"), r.get("n_sent", "-"),
+                            rows.append([n, "on" if rt else "off", L.label(r) + ("" if kind == "echo" else f" ({ex})"),
+                                         r.get("status", "?"), r.get("n_sent", "-"),
                                          r.get("lost", "-"),
                                          L.fmt(100 * r["late_frac"], "{:.3f}") if "late_frac" in r else "-",
                                          L.fmt(r.get("max_gap_ms"), "{:.2f}"), L.fmt(r.get("p50")), L.fmt(r.get("p99")),
@@ -183,10 +188,11 @@ def main(argv=None):
                     e = next((x for x in res if x["kind"] == "echo" and x["hogs"] == r["hogs"] and x["rt"] == r["rt"]
                               and "p99" in x), None)
                     if e:
-                        ratio.append([r["hogs"], "on" if r["rt"] else "off", L.fmt(r["p50"] / e["p50"], "{:.2f}"),
-                                      L.fmt(r["p99"] / e["p99"], "{:.2f}")])
+                        ratio.append([r["hogs"], "on" if r["rt"] else "off", r["executor"],
+                                      L.fmt(r["p50"] / e["p50"], "{:.2f}"), L.fmt(r["p99"] / e["p99"], "{:.2f}")])
             if ratio:
-                L.table("Controller / echo floor (same configuration)", ["hogs", "RT", "p50 x", "p99 x"], ratio)
+                L.table("Controller / echo floor (same configuration)", ["hogs", "RT", "executor", "p50 x", "p99 x"],
+                        ratio)
     finally:
         rp.kill_all()
         import shutil

@@ -20,12 +20,10 @@ resume = from link up to the first non-safe reply.  No assertions: this prints t
 """
 import argparse
 import json
-import math
 import os
 import re
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 

@@ -29,7 +29,6 @@ No timed assertions: the bounds are the invariants above; figures are in bench/t
 """
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -72,10 +71,11 @@ def _params():
 
 
 @pytest.fixture(scope="module")
-def run():
-    """Start the nodes in the two namespaces, go through the faults, stop everything; the recorded data."""
+def run(tmp_path_factory):
+    """Start the nodes in the two namespaces, go through the faults, stop everything; the recorded data
+    (logs and recordings stay in pytest's temporary folder, which pytest prunes)."""
     domain = int(os.environ.get("ROBOT_DYNAMICS_TEST_DOMAIN", "17"))
-    tmp = Path(tempfile.mkdtemp(prefix="rd_two_hosts_"))
+    tmp = tmp_path_factory.mktemp("two_hosts")
     res = {"phases": [], "skipped": [], "stopped": {}, "tmp": tmp}
     py = sys.executable
     with netns.TwoHosts() as net:
