@@ -110,11 +110,13 @@ class JointReference:
 @dataclass
 class CartesianReference:
     """Desired pose of the controlled frame in the world (R 3x3, p 3), optional twist [v; w] and
-    feed-forward wrench [f; n] (exerted by the robot on the environment) in local-world-aligned axes."""
+    feed-forward wrench [f; n] (exerted by the robot on the environment) in local-world-aligned axes;
+    optional acceleration [a; alpha] (d/dt of the twist), fed forward as Lambda accel."""
     R: np.ndarray
     p: np.ndarray
     twist: np.ndarray = None
     wrench: np.ndarray = None
+    accel: np.ndarray = None
 
 
 @dataclass

@@ -2,8 +2,9 @@
 
     e     = [p_d - p; log3(R_d R^T)]                 pose error, world-aligned axes (not Euler angles)
     xdot  = J v                                      J: frame Jacobian, local_world_aligned
-    F     = K e + D (xdot_d - xdot) + F_d            K, D diagonal (world-aligned axes)
-    tau   = J^T F + g(q) + N^T tau0  [+ friction]
+    F     = Lambda xddot_d + K e + D (xdot_d - xdot) + F_d     K, D (world-aligned axes)
+            [- Lambda Jdot v]                        with velocity_product_compensation
+    tau   = J^T F + g(q) + N^T tau0  [+ C(q, v) v  with velocity_product_compensation]  [+ friction]
     tau0  = K_ns (q_ns - q) - D_ns v                 posture torque
     N^T   = I - J^T Lambda J M^-1                    so that J M^-1 N^T tau0 = 0 (no task acceleration)
     Lambda = (J M^-1 J^T + lambda^2 I)^-1            task-space inertia, regularised near singularities
@@ -38,6 +39,29 @@ reference wrench or the force axes change, and on axes whose force_ki is 0.  No 
 open loop F_d.  max_pos_error / max_rot_error clip the norm of the pose error over the stiffness axes
 only (the error along a force axis neither counts nor is clipped: its stiffness is off).
 
+References (feed-forward).  A CartesianReference carries x_d = (R_d, p_d) and optionally xdot_d (twist)
+and xddot_d (accel), world-aligned [linear; angular].  The acceleration enters as Lambda xddot_d (zero on
+force axes); the velocity through the damping of the velocity error.  With velocity_product_compensation
+the law also adds C(q, v) v - J^T Lambda Jdot v (Jdot v: the frame's classical acceleration at zero joint
+acceleration), so that with lambda = 0 the task error obeys Lambda e'' + D e' + K e = 0 exactly (rotation
+error to first order) whatever the path: tracking a moving reference needs no error to drive it.
+- A CartesianTrajectory (control/cartesian_trajectory.py, from a MultiDOFJointTrajectory) is started at
+  the first compute after it is set, from the current desired pose and twist (so the commanded force does
+  not step), with the approach bounded by approach_linear_velocity / _angular_velocity /
+  _linear_acceleration / _angular_acceleration, and sampled every compute at state.t (R_d, p_d, twist,
+  accel); after its end the last pose is held.
+- A streamed reference (a pose at some rate, e.g. ~/target_pose + ~/target_twist) is held between
+  messages as a first-order hold: at law time t the desired pose is the reference moved along its twist
+  (and accel) for tau = t - t_arrival (t_arrival: the first compute that saw it), p_d + v tau + a tau^2/2,
+  Exp((w tau + alpha tau^2/2)) R_d, for tau <= reference_extrapolation seconds; beyond that (a stream
+  that stopped) the pose at the horizon is held with zero twist and accel.  0: zero-order hold.
+- estimate_target_velocity: a streamed pose without a twist gets one from the previous streamed pose,
+  (difference) / (difference of arrival times), when they arrived less than reference_extrapolation
+  apart (first-order hold of a pose-only stream).
+- target_jump_pos / target_jump_rot (m, rad; 0: off): a streamed pose farther than that from the
+  current desired pose is not stepped to: the law approaches it along a bounded trajectory (the
+  approach bounds above), replanned from the current desired pose and twist if more far targets arrive.
+
 Pinocchio fast path (see base): crba, generalized gravity, joint Jacobians and the frame placement
 are called directly on backend.pm / backend.data.
 """
@@ -47,6 +71,7 @@ import numpy as np
 import pinocchio as pin
 from scipy.linalg.lapack import dpotrf, dpotrs, dtrtri
 
+from .cartesian_trajectory import CartesianTrajectory
 from .base import (CartesianReference, ControlLaw, check_bool, check_scalar, check_vector, critical_damping,
                    shortest_error)
 from ..dynamics.reference import spatial
@@ -80,6 +105,15 @@ class CartesianImpedance(ControlLaw):
         "force_integral_limit": 20.0,     # bound on the integral term [N | N m]
         "max_pos_error": 0.0,             # clip |p_d - p| to this [m]; 0: no clipping
         "max_rot_error": 0.0,             # clip the rotation error angle [rad]; 0: no clipping
+        "velocity_product_compensation": False,   # add C v - J^T Lambda Jdot v
+        "reference_extrapolation": 0.1,   # s: first-order hold horizon of a streamed reference; 0: off
+        "estimate_target_velocity": False,  # pose-only stream: twist from consecutive poses
+        "target_jump_pos": 0.0,           # m: approach (not step to) a pose farther than this; 0: off
+        "target_jump_rot": 0.0,           # rad: the same for the rotation
+        "approach_linear_velocity": 0.25,     # m/s    approach bounds (trajectory start, jumps)
+        "approach_angular_velocity": 1.0,     # rad/s
+        "approach_linear_acceleration": 1.0,  # m/s^2
+        "approach_angular_acceleration": 4.0,  # rad/s^2
     })
 
     def __init__(self, model, backend, params=None):
@@ -93,7 +127,13 @@ class CartesianImpedance(ControlLaw):
         self._t_last = None
         self.R_d, self.p_d = None, None
         self.twist_d = np.zeros(6)
+        self.accel_d = np.zeros(6)
         self.wrench_d = np.zeros(6)
+        self.trajectory = None
+        self._stream = None                   # (R, p, twist, accel) of the streamed reference
+        self._stream_t = None                 # its arrival (law time), None until the first compute
+        self._stream_prev = None              # (t, R, p) of the previous streamed pose
+        self._stream_estimated = False
         self.q_ns = None
         super().__init__(model, backend, params)
         self.info.reference = np.zeros(7)
@@ -137,6 +177,13 @@ class CartesianImpedance(ControlLaw):
         p["force_integral_limit"] = check_scalar("force_integral_limit", p["force_integral_limit"])
         p["max_pos_error"] = check_scalar("max_pos_error", p["max_pos_error"])
         p["max_rot_error"] = check_scalar("max_rot_error", p["max_rot_error"])
+        for k in ("velocity_product_compensation", "estimate_target_velocity"):
+            p[k] = check_bool(k, p[k])
+        for k in ("reference_extrapolation", "target_jump_pos", "target_jump_rot"):
+            p[k] = check_scalar(k, p[k])
+        for k in ("approach_linear_velocity", "approach_angular_velocity", "approach_linear_acceleration",
+                  "approach_angular_acceleration"):
+            p[k] = check_scalar(k, p[k], 0.0, lo_open=True)
 
     def _apply(self, p):
         frame_changed = getattr(self, "frame", None) not in (None, p["frame"])
@@ -178,15 +225,26 @@ class CartesianImpedance(ControlLaw):
         self.R_d, self.p_d = np.array(R), np.array(p)
         self._quat_d = spatial.matrix_to_quat(self.R_d)
         self.twist_d[:] = 0.0
+        self.accel_d[:] = 0.0
         self.wrench_d[:] = 0.0
+        self.trajectory = None
+        self._stream = self._stream_t = self._stream_prev = None
         self.q_ns = q.copy() if self._params["q_nullspace"] is None else self._params["q_nullspace"].copy()
         self._integral[:] = 0.0
         self._t_last = None
         self.info.status = "holding"
 
     def set_reference(self, ref):
+        """A CartesianReference (streamed: held with a first-order hold, see the module doc) or a
+        CartesianTrajectory (started at the next compute).  ValueError on a bad one (nothing changes)."""
+        if isinstance(ref, CartesianTrajectory):
+            self.trajectory = ref
+            self._stream = self._stream_t = self._stream_prev = None
+            self.info.status = "trajectory"
+            return
         if not isinstance(ref, CartesianReference):
-            raise ValueError(f"{self.name} takes a CartesianReference, not {type(ref).__name__}")
+            raise ValueError(f"{self.name} takes a CartesianReference or CartesianTrajectory, "
+                             f"not {type(ref).__name__}")
         R = np.array(ref.R, dtype=float)
         p = np.array(ref.p, dtype=float).reshape(-1)
         if R.shape != (3, 3) or p.shape != (3,) or not (np.all(np.isfinite(R)) and np.all(np.isfinite(p))):
@@ -195,13 +253,80 @@ class CartesianImpedance(ControlLaw):
             raise ValueError("reference: R is not a rotation matrix (R^T R != I or det < 0)")
         tw = np.zeros(6) if ref.twist is None else np.array(ref.twist, dtype=float).reshape(-1)
         wr = np.zeros(6) if ref.wrench is None else np.array(ref.wrench, dtype=float).reshape(-1)
-        if tw.shape != (6,) or wr.shape != (6,) or not (np.all(np.isfinite(tw)) and np.all(np.isfinite(wr))):
-            raise ValueError("reference: twist and wrench must be 6 finite numbers")
+        ac = np.zeros(6) if ref.accel is None else np.array(ref.accel, dtype=float).reshape(-1)
+        if tw.shape != (6,) or wr.shape != (6,) or ac.shape != (6,) or \
+                not (np.all(np.isfinite(tw)) and np.all(np.isfinite(wr)) and np.all(np.isfinite(ac))):
+            raise ValueError("reference: twist, accel and wrench must be 6 finite numbers")
         if not np.array_equal(wr, self.wrench_d):
             self._integral[:] = 0.0           # a new force reference: start its integral afresh
-        self.R_d, self.p_d, self.twist_d[:], self.wrench_d[:] = R, p, tw, wr
+        self.wrench_d[:] = wr
+        self._stream_estimated = ref.twist is None and self._params["estimate_target_velocity"]
+        if self._jump(R, p):                  # approach, do not step
+            # from the current desired pose and twist (the running approach's, when replanned)
+            self.trajectory = CartesianTrajectory([0.0], [p], [R])
+            self._stream = self._stream_t = self._stream_prev = None
+            self.info.status = "approaching target"
+            return
+        self.trajectory = None
+        self._stream = (R, p, tw, ac)
+        self._stream_t = None
+        self.R_d, self.p_d, self.twist_d[:], self.accel_d[:] = R, p, tw, ac
         self._quat_d = spatial.matrix_to_quat(R)
         self.info.status = "reference"
+
+    def _jump(self, R, p):
+        """The new pose is farther than target_jump_pos / _rot from the current desired pose."""
+        jp, jr = self._params["target_jump_pos"], self._params["target_jump_rot"]
+        if (jp <= 0.0 and jr <= 0.0) or self.R_d is None:
+            return False
+        far_p = jp > 0.0 and float(np.linalg.norm(p - self.p_d)) > jp
+        far_r = jr > 0.0 and float(np.linalg.norm(pin.log3(R @ self.R_d.T))) > jr
+        return far_p or far_r
+
+    def approach_bounds(self):
+        p = self._params
+        return {"max_velocity": (p["approach_linear_velocity"], p["approach_angular_velocity"]),
+                "max_acceleration": (p["approach_linear_acceleration"], p["approach_angular_acceleration"])}
+
+    def _desired(self, t):
+        """Update R_d, p_d, twist_d, accel_d for law time t (trajectory or streamed reference)."""
+        tr = self.trajectory
+        if tr is not None:
+            if not tr.started:
+                tr.start(t, self.R_d, self.p_d, self.twist_d, **self.approach_bounds())
+            self.R_d, self.p_d, tw, ac = tr.sample(t)
+            self.twist_d[:], self.accel_d[:] = tw, ac
+            self._quat_d = spatial.matrix_to_quat(self.R_d)
+            if tr.done(t):
+                self.info.status = "trajectory done"
+            return
+        s = self._stream
+        if s is None:
+            return
+        if self._stream_t is None:            # first compute with this reference: its arrival
+            self._stream_t = t
+            prev, horizon = self._stream_prev, self._params["reference_extrapolation"]
+            self._stream_prev = (t, s[0], s[1])
+            if self._stream_estimated and prev is not None and 0.0 < t - prev[0] <= horizon:
+                dt = t - prev[0]
+                tw = np.concatenate([(s[1] - prev[2]) / dt, pin.log3(s[0] @ prev[1].T) / dt])
+                self._stream = s = (s[0], s[1], tw, s[3])
+        R, p, tw, ac = s
+        horizon = self._params["reference_extrapolation"]
+        tau = min(max(t - self._stream_t, 0.0), horizon)
+        if horizon <= 0.0 or (not tw.any() and not ac.any()):
+            self.R_d, self.p_d = R, p
+            self.twist_d[:], self.accel_d[:] = tw, ac
+            return
+        h = 0.5 * tau * tau
+        self.p_d = p + tw[:3] * tau + ac[:3] * h
+        self.R_d = pin.exp3(tw[3:] * tau + ac[3:] * h) @ R
+        if t - self._stream_t > horizon:      # the stream stopped: hold the pose at the horizon
+            self.twist_d[:] = 0.0
+            self.accel_d[:] = 0.0
+        else:
+            self.twist_d[:] = tw + ac * tau
+            self.accel_d[:] = ac
 
     # ---- the law ----
     def _kinematics(self, q):
@@ -227,6 +352,8 @@ class CartesianImpedance(ControlLaw):
             return tau.copy()
         if self.R_d is None:
             self.reset(state)
+        if self.trajectory is not None or self._stream is not None:
+            self._desired(state.t)
         M, g, J, R, p = self._kinematics(q)
         cM, info = dpotrf(M, lower=0, clean=1)            # M = U^T U (upper triangle read)
         if info != 0:
@@ -271,7 +398,16 @@ class CartesianImpedance(ControlLaw):
         else:
             F += self.K * e
             F += self.wrench_d
+        vpc = self._params["velocity_product_compensation"]
+        a_ff = self.accel_d
+        if vpc or a_ff.any():                           # F += Lambda (xddot_d - Jdot v)
+            a = np.where(self.S, 0.0, a_ff) if self._any_force else a_ff.copy()
+            if vpc:
+                a -= self._jdot_v(q, v, J)
+            F += dpotrs(cA, a, lower=0)[0]
         np.dot(J.T, F, out=tau)
+        if vpc:                                         # + C(q, v) v
+            tau += self._coriolis_v(q, v)
 
         # dynamically consistent nullspace: tau += tau0 - J^T Lambda (J M^-1 tau0)
         t0 = self._tau0
@@ -294,6 +430,24 @@ class CartesianImpedance(ControlLaw):
         self.info.reference[3:] = self._quat_d
         self.info.error[:] = e
         return tau.copy()
+
+    def _jdot_v(self, q, v, J):
+        """Jdot v of the frame (local_world_aligned): its classical acceleration at zero joint acceleration."""
+        if self.fast:
+            pm, d = self.pm, self.pdata
+            pin.forwardKinematics(pm, d, q, v, np.zeros(self.nv))
+            return pin.getFrameClassicalAcceleration(pm, d, self.fid, _LWA).vector.copy()
+        h = 1e-6
+        Jp = np.array(self.dyn.frame_jacobian(q + h * v, self.frame, "local_world_aligned"))
+        Jm = np.array(self.dyn.frame_jacobian(q - h * v, self.frame, "local_world_aligned"))
+        return (Jp - Jm) @ v / (2.0 * h)
+
+    def _coriolis_v(self, q, v):
+        """C(q, v) v = rnea(q, v, 0) - g(q)."""
+        z = np.zeros(self.nv)
+        if self.fast:
+            return pin.rnea(self.pm, self.pdata, q, v, z) - pin.computeGeneralizedGravity(self.pm, self.pdata, q)
+        return np.array(self.dyn.rnea(q, v, z)) - np.array(self.dyn.gravity(q))
 
     def _clip_error(self, e, mp, mr):
         """Scale the position (rotation) error of the stiffness axes to norm <= mp (mr); 0: off."""

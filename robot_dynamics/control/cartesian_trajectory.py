@@ -1,0 +1,216 @@
+"""Cartesian (SE(3)) trajectory interpolation: what a trajectory_msgs/MultiDOFJointTrajectory carries for
+one frame.  No ROS.
+
+    traj = CartesianTrajectory(times, positions, rotations, twists=None, accels=None)
+    traj.start(t0, R0, p0, twist0, max_velocity=(0.25, 1.0), max_acceleration=(1.0, 4.0))
+    R, p, twist, accel = traj.sample(t)      # t absolute; holds the last pose (twist = accel = 0) after the end
+
+Points: times (N,) relative to the start [s], positions (N, 3) [m], rotations (N, 3, 3) (or quaternions
+(N, 4) x y z w through `from_quaternions`), optional twists (N, 6) [v; w] and accels (N, 6) [a; alpha]
+in world-aligned axes (v, a: of the frame's origin; w, alpha: angular velocity and its derivative) --
+the project's local_world_aligned convention, the one the Cartesian impedance law uses.
+
+Coordinates.  The path is interpolated in six coordinates x = [p; phi] with
+
+    R = R_ref Exp(phi)          R_ref: the first point's rotation; phi unwrapped along the points
+
+(each point's phi = Log(R_ref^T R_k), replaced by the equivalent rotation vector phi + 2 pi m phi/|phi|
+nearest the previous point's, so the path never takes the long way round).  p and phi go through the
+joint-space JointTrajectory (control/trajectory.py) with its knot rules: accelerations given -> quintic
+Hermite (p, v, a continuous); twists only -> cubic Hermite; poses only -> C2 clamped spline; zero
+acceleration at both ends; before the first point / after the last: that pose at rest.  Between two
+points with the same rotation axis about R_ref (e.g. two points) the orientation is the geodesic (slerp),
+time-scaled like the position.  Velocities map through the right Jacobian Jr of Exp (pinocchio's
+Jexp3):  R^T w = Jr(phi) phi',  R^T alpha = Jr(phi) phi'' + (d/dt Jr(phi)) phi'  (the last term by a
+central difference of Jr along phi', 1e-6 relative).  Limitation: Jr is singular at |phi| = 2 pi, so the
+orientation of every point must stay within less than a full turn of the first one (checked: ValueError
+beyond 1.9 pi).
+
+Start and approach (`start`): the current pose and twist are prepended at t0 (unless the first time is 0
+and the first point is the current pose within 1e-9).  With bounds, the approach segment lasts at
+least the time a rest-to-rest quintic needs to cover the distance within them, separately for the
+translation (|dp| with max_velocity[0], max_acceleration[0]) and the rotation (|dphi| with index 1):
+T_a = max(15/8 d / v_max, sqrt(10/sqrt(3) d / a_max)); if the first time is shorter the whole trajectory
+is delayed by the difference.  So a single point at t = 0 (a target that jumps) is approached along a
+straight line (and the geodesic in rotation) with peak speed <= max_velocity and peak acceleration <=
+max_acceleration, never stepped to.  (On the straight segment the bound is on |v|, not per axis: each
+axis gets the share |d_i| / |d| of the bound.)
+"""
+import math
+
+import numpy as np
+import pinocchio as pin
+
+from .trajectory import JointTrajectory
+
+_EPS_JR = 1e-6
+
+
+def _jr(phi):
+    return pin.Jexp3(phi)
+
+
+def _jr_dot(phi, dphi):
+    """(d/dt Jr(phi(t))) dphi at phi' = dphi, by a central difference along dphi."""
+    n = float(np.linalg.norm(dphi))
+    if n == 0.0:
+        return np.zeros(3)
+    h = _EPS_JR / n
+    return (_jr(phi + h * dphi) - _jr(phi - h * dphi)) @ dphi / (2.0 * h)
+
+
+def _nearest_equivalent(phi, ref):
+    """The rotation vector equivalent to phi (same rotation) nearest ref."""
+    th = float(np.linalg.norm(phi))
+    if th < 1e-12:
+        a = ref / max(np.linalg.norm(ref), 1e-300)
+        cands = [phi] + ([2 * math.pi * a, -2 * math.pi * a] if np.linalg.norm(ref) > math.pi else [])
+    else:
+        a = phi / th
+        cands = [phi + 2 * math.pi * m * a for m in (-1, 0, 1)]
+    return min(cands, key=lambda c: float(np.linalg.norm(c - ref)))
+
+
+def quat_to_matrix(q):
+    """x y z w (normalised here) -> 3x3; ValueError on a zero or non-finite quaternion."""
+    q = np.asarray(q, dtype=float).reshape(-1)
+    n = float(np.linalg.norm(q)) if q.shape == (4,) else float("nan")
+    if not math.isfinite(n) or n < 1e-9:
+        raise ValueError(f"quaternion {q.tolist()} is not a rotation (zero or not finite)")
+    x, y, z, w = q / n
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+
+
+class CartesianTrajectory:
+    """A trajectory of one frame's pose: see the module doc.  ValueError on any bad input."""
+
+    def __init__(self, times, positions, rotations, twists=None, accels=None):
+        P = np.array(positions, dtype=float)
+        Rs = np.array(rotations, dtype=float)
+        N = P.shape[0] if P.ndim == 2 else -1
+        if P.ndim != 2 or P.shape[1] != 3:
+            raise ValueError(f"positions: expected shape (N, 3), got {P.shape}")
+        if Rs.shape != (N, 3, 3):
+            raise ValueError(f"rotations: expected shape ({N}, 3, 3), got {Rs.shape}")
+        if not (np.all(np.isfinite(P)) and np.all(np.isfinite(Rs))):
+            raise ValueError("positions / rotations: values must be finite")
+        for k, R in enumerate(Rs):
+            if np.abs(R.T @ R - np.eye(3)).max() > 1e-6 or np.linalg.det(R) < 0:
+                raise ValueError(f"rotations: point {k} is not a rotation matrix")
+        Tw = None if twists is None else self._six(twists, N, "twists")
+        Ac = None if accels is None else self._six(accels, N, "accels")
+        if Ac is not None and Tw is None:
+            raise ValueError("accels given without twists")
+        self.R_ref = Rs[0].copy()
+        phi = np.zeros((N, 3))
+        for k in range(N):
+            f = pin.log3(self.R_ref.T @ Rs[k])
+            phi[k] = f if k == 0 else _nearest_equivalent(f, phi[k - 1])
+            if np.linalg.norm(phi[k]) > 1.9 * math.pi:
+                raise ValueError(f"rotations: point {k} is {np.linalg.norm(phi[k]):.2f} rad from the first "
+                                 "along the path; at most 1.9 pi (split the trajectory)")
+        X = np.hstack([P, phi])
+        V = A = None
+        if Tw is not None:
+            V = np.zeros((N, 6))
+            V[:, :3] = Tw[:, :3]
+            for k in range(N):
+                V[k, 3:] = np.linalg.solve(_jr(phi[k]), Rs[k].T @ Tw[k, 3:])
+        if Ac is not None:
+            A = np.zeros((N, 6))
+            A[:, :3] = Ac[:, :3]
+            for k in range(N):
+                rhs = Rs[k].T @ Ac[k, 3:] - _jr_dot(phi[k], V[k, 3:])
+                A[k, 3:] = np.linalg.solve(_jr(phi[k]), rhs)
+        self._jt = JointTrajectory(times, X, V, A)    # checks the times
+        self.times = self._jt.times
+        self.positions, self.rotations = P, Rs
+        self.kind = self._jt.kind
+        self.delay = 0.0
+
+    @classmethod
+    def from_quaternions(cls, times, positions, quaternions, twists=None, accels=None):
+        Q = np.array(quaternions, dtype=float)
+        if Q.ndim != 2 or Q.shape[1] != 4:
+            raise ValueError(f"quaternions: expected shape (N, 4), got {Q.shape}")
+        return cls(times, positions, [quat_to_matrix(q) for q in Q], twists, accels)
+
+    @staticmethod
+    def _six(x, N, what):
+        a = np.array(x, dtype=float)
+        if a.shape != (N, 6):
+            raise ValueError(f"{what}: expected shape ({N}, 6), got {a.shape}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"{what}: values must be finite")
+        return a
+
+    # ---- coordinates ----
+    def _coords(self, R, p, twist, near):
+        phi = _nearest_equivalent(pin.log3(self.R_ref.T @ np.asarray(R, dtype=float)), near)
+        x = np.concatenate([np.asarray(p, dtype=float).reshape(3), phi])
+        v = np.zeros(6)
+        if twist is not None:
+            tw = np.asarray(twist, dtype=float).reshape(6)
+            v[:3] = tw[:3]
+            v[3:] = np.linalg.solve(_jr(phi), np.asarray(R).T @ tw[3:])
+        return x, v
+
+    @property
+    def started(self):
+        return self._jt.started
+
+    def start(self, t0, R0, p0, twist0=None, max_velocity=None, max_acceleration=None):
+        """Start at absolute time t0 from the current pose (R0, p0) and twist; bounds (linear, angular):
+        see the module doc.  Returns self."""
+        x0, v0 = self._coords(R0, p0, twist0, self._jt.positions[0, 3:])
+        d = np.abs(self._jt.positions[0] - x0)
+        mv = ma = None
+        if max_velocity is not None:
+            mv = self._split(d, max_velocity, "max_velocity")
+        if max_acceleration is not None:
+            ma = self._split(d, max_acceleration, "max_acceleration")
+        self._jt.start(t0, x0, v0, max_velocity=mv, max_acceleration=ma)
+        self.delay = self._jt.delay
+        return self
+
+    @staticmethod
+    def _split(d, bounds, what):
+        """Per-coordinate bounds whose rest-to-rest quintic time equals the one for |d| within the
+        (linear, angular) bound: coordinate i gets bound * d_i / |d| (the whole bound where d = 0)."""
+        b = np.array(bounds, dtype=float).reshape(-1)
+        if b.shape != (2,) or not np.all(np.isfinite(b)) or np.any(b <= 0):
+            raise ValueError(f"{what}: expected (linear, angular) > 0, got {bounds!r}")
+        out = np.empty(6)
+        for lo, bi in ((0, b[0]), (3, b[1])):
+            seg = d[lo:lo + 3]
+            n = float(np.linalg.norm(seg))
+            out[lo:lo + 3] = bi if n == 0.0 else np.maximum(bi * seg / n, 1e-300)
+        return out
+
+    @property
+    def start_time(self):
+        return self._jt.start_time
+
+    @property
+    def end_time(self):
+        return self._jt.end_time
+
+    @property
+    def duration(self):
+        return self._jt.duration
+
+    def done(self, t):
+        return self._jt.done(t)
+
+    def sample(self, t):
+        """(R, p, twist, accel) at absolute time t (new arrays); world-aligned twist [v; w] and
+        acceleration [a; alpha]."""
+        x, xd, xdd = self._jt.sample(t)
+        phi, dphi, ddphi = x[3:], xd[3:], xdd[3:]
+        R = self.R_ref @ pin.exp3(phi)
+        Jr = _jr(phi)
+        twist = np.concatenate([xd[:3], R @ (Jr @ dphi)])
+        accel = np.concatenate([xdd[:3], R @ (Jr @ ddphi + _jr_dot(phi, dphi))])
+        return R, x[:3].copy(), twist, accel
