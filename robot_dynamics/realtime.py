@@ -91,12 +91,12 @@ class Settings:
 # fields of robot_dynamics.nodes.common.ParamSpec (startup=True: read once when the node is created).
 # A node builds them with `[ParamSpec(*p, startup=True) for p in realtime.PARAMS]`.
 PARAMS = (
-    ("rt_sched_policy", "other", "scheduling policy of the control-loop thread: other (no change), fifo, "
+    ("rt_sched_policy", "other", "scheduling policy of the node's threads (see rt_scope): other (no change), fifo, "
      "rr; refused without CAP_SYS_NICE / RLIMIT_RTPRIO: logged and reported on /diagnostics", "choices",
      POLICIES),
     ("rt_sched_priority", 0, "real-time priority 1..99 for fifo/rr (ros2_control uses 50)", "nonneg", ()),
-    ("rt_lock_memory", False, "mlockall(current|future) at start-up: no page faults in the loop", None, ()),
-    ("rt_cpu_affinity", "", "CPU ids of the control-loop thread, comma separated (e.g. '1' or '2,3'); "
+    ("rt_lock_memory", False, "mlockall (current and future pages) at start-up: no page faults in the loop", None, ()),
+    ("rt_cpu_affinity", "", "CPU ids for the node's threads (see rt_scope), comma separated (e.g. '1' or '2,3'); "
      "empty: no change", None, ()),
     ("rt_gc_mode", "default", "garbage collector: default, freeze (gc.freeze after configure), manual "
      "(freeze + disable, young-generation collection every rt_gc_period s)", "choices", GC_MODES),
