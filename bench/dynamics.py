@@ -8,8 +8,8 @@ For every robot and algorithm: microseconds per call, each the median over sever
 back-to-back calls (a timer around a batch, divided by its length), on one fixed random
 state, in the thread's CPU time (time.thread_time: on a shared machine wall time would count the
 time other processes hold the core).  "raw" calls pinocchio directly on model.pin_model with its
-own pin.Data and Pinocchio's own q (no conversion, no checks); "backend" is PinocchioBackend (checked inputs, user q, symmetric M);
-"reference" is the in-repo numpy implementation.  Ratios: backend/raw (the cost of the wrapper) and
+own pin.Data and Pinocchio's own q (no conversion, no checks); "backend" is PinocchioBackend
+(checked inputs, user q, symmetric M); "reference" is the in-repo numpy implementation.  Ratios: backend/raw (the cost of the wrapper) and
 reference/backend (how far the oracle is from production).  Nothing here is asserted.
 """
 import argparse

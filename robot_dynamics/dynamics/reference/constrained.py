@@ -176,6 +176,7 @@ def contact_dynamics(tree, data, q, v, tau, contacts, bilateral=(), baumgarte=(0
     """Unilateral point contacts (plus optional bilateral frame constraints): (a, forces, wrenches)
     with forces (k, 3) the contact forces on the robot (world axes) and wrenches those of the
     bilateral constraints.  The contacts are taken as closed (gap zero); the caller decides which.
+    baumgarte: Kd damps every constraint velocity, Kp acts on the bilateral constraints' targets.
     reg: Tikhonov term added to the Delassus matrix (relative to its trace) so that redundant
     contacts (more than the arm can resist independently) still give a unique, smallest-norm answer."""
     for c in bilateral:
@@ -188,8 +189,6 @@ def contact_dynamics(tree, data, q, v, tau, contacts, bilateral=(), baumgarte=(0
     nb = sum(c.dim for c in bilateral)
     if Kp and bilateral:
         a_des[:nb] -= Kp * np.concatenate([_position_error(tree, data, c) for c in bilateral])
-    if Kp and contacts:
-        forward_kinematics(tree, data, q)
     G = J @ MiJt
     m = G.shape[0]
     G = 0.5 * (G + G.T) + reg * max(np.trace(G), 1e-300) / max(m, 1) * np.eye(m)
