@@ -468,8 +468,7 @@ def test_non_physical_inertia_warns_and_keeps_the_urdf_values(m, ixx, iyy, izz, 
         model = Model.from_urdf_string(urdf)
     assert len(model.warnings) == 1 and re.search(match, model.warnings[0])
     assert backend(model).mass_matrix(np.zeros(1))[0, 0] == pytest.approx(izz, abs=1e-15)
-    if m >= 0:   # the reference's potential energy skips bodies of negative mass (reference/energy.py)
-        assert self_check(model, n_states=2).warnings == model.warnings
+    assert self_check(model, n_states=2).warnings == model.warnings
     with pytest.raises(ValueError, match=r"strict=True\): URDF link 'l1': .*" + match):
         Model.from_urdf_string(urdf, strict=True)
 

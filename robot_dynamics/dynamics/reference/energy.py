@@ -16,7 +16,7 @@ def potential_energy(tree, data, q):
     V = 0.0
     for i in range(tree.nb):
         m = tree.I[i][0, 0]
-        if m > 0:
+        if m != 0:                      # a negative mass (a CAD export) counts too, as in Pinocchio
             cx = tree.I[i][3:, :3] / m
             c = np.array([cx[2, 1], cx[0, 2], cx[1, 0]])
             V -= m * tree.gravity @ (data.op[i] + data.oR[i] @ c)
