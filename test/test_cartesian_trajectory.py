@@ -377,3 +377,22 @@ def test_joint_laws_use_trajectory_velocity_and_acceleration(model, pinb):
     print("\n" + ", ".join(f"{k} RMS {v:.2e} rad" for k, v in out.items()))
     assert out["computed_torque"] < 1e-4
     assert out["joint_impedance_ff"] < 0.1 * out["joint_impedance"]
+
+
+def test_wrench_reference_keeps_the_trajectory(model, pinb, refb):
+    """set_wrench_reference during a trajectory: the desired pose goes on along the trajectory (same as
+    without the wrench, 1e-12) and the torque changes by J^T F_d (oracle J from the reference backend)."""
+    R0, p0 = fk(refb, Q0)
+    Fd = np.array([0.0, 0.0, 5.0, 0.0, 0.3, 0.0])
+    laws = [cart_law(model, pinb) for _ in range(2)]
+    for law in laws:
+        law.reset(State(Q0, np.zeros(7), 0.0))
+        law.set_reference(circle_trajectory(R0, p0))
+        law.compute(State(Q0, np.zeros(7), 0.0))
+    laws[1].set_wrench_reference(Fd)
+    s = State(Q0, np.zeros(7), 0.7)
+    t0, t1 = laws[0].compute(s), laws[1].compute(s)
+    np.testing.assert_allclose(laws[1].info.reference, laws[0].info.reference, atol=1e-12)
+    assert np.linalg.norm(laws[1].info.reference[:3] - p0) > 0.01            # it did move along the circle
+    J = refb.frame_jacobian(Q0, FRAME, "local_world_aligned")
+    np.testing.assert_allclose(t1 - t0, J.T @ Fd, atol=1e-9)

@@ -274,6 +274,16 @@ class CartesianImpedance(ControlLaw):
         self._quat_d = spatial.matrix_to_quat(R)
         self.info.status = "reference"
 
+    def set_wrench_reference(self, wrench):
+        """Change only the feed-forward wrench F_d [f; n] (robot on environment, world axes): the pose,
+        stream or trajectory being followed goes on.  ValueError on a bad one."""
+        wr = np.array(wrench, dtype=float).reshape(-1)
+        if wr.shape != (6,) or not np.all(np.isfinite(wr)):
+            raise ValueError("reference: wrench must be 6 finite numbers")
+        if not np.array_equal(wr, self.wrench_d):
+            self._integral[:] = 0.0           # a new force reference: start its integral afresh
+        self.wrench_d[:] = wr
+
     def _jump(self, R, p):
         """The new pose is farther than target_jump_pos / _rot from the current desired pose."""
         jp, jr = self._params["target_jump_pos"], self._params["target_jump_rot"]
