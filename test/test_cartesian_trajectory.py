@@ -396,3 +396,46 @@ def test_wrench_reference_keeps_the_trajectory(model, pinb, refb):
     assert np.linalg.norm(laws[1].info.reference[:3] - p0) > 0.01            # it did move along the circle
     J = refb.frame_jacobian(Q0, FRAME, "local_world_aligned")
     np.testing.assert_allclose(t1 - t0, J.T @ Fd, atol=1e-9)
+
+
+def test_multidof_message_conversion():
+    """MultiDOFJointTrajectory -> CartesianTrajectory: the points (pose from the transform's quaternion,
+    twist and accel from the first velocity / acceleration) are met at their times; a point without a
+    transform and a zero quaternion are refused with a clear error."""
+    from geometry_msgs.msg import Transform, Twist
+    from trajectory_msgs.msg import MultiDOFJointTrajectory, MultiDOFJointTrajectoryPoint
+    from robot_dynamics.nodes.cartesian_refs import cartesian_trajectory_from_msg
+    rng = np.random.default_rng(3)
+    ts = [0.0, 0.4, 1.0]
+    Rs = [pin.exp3(rng.normal(size=3) * 0.5) for _ in ts]
+    P = rng.normal(size=(3, 3)) * 0.1
+    W = rng.normal(size=(3, 6)) * 0.1
+    W[-1] = 0.0
+    msg = MultiDOFJointTrajectory()
+    for t, R, p, w in zip(ts, Rs, P, W):
+        pt = MultiDOFJointTrajectoryPoint()
+        tf = Transform()
+        tf.translation.x, tf.translation.y, tf.translation.z = (float(x) for x in p)
+        qx, qy, qz, qw = pin.Quaternion(R).coeffs()
+        tf.rotation.x, tf.rotation.y, tf.rotation.z, tf.rotation.w = float(qx), float(qy), float(qz), float(qw)
+        pt.transforms = [tf]
+        tw = Twist()
+        tw.linear.x, tw.linear.y, tw.linear.z, tw.angular.x, tw.angular.y, tw.angular.z = (float(x) for x in w)
+        pt.velocities = [tw]
+        pt.accelerations = [Twist()]
+        pt.time_from_start.sec, pt.time_from_start.nanosec = int(t), int(round((t - int(t)) * 1e9))
+        msg.points.append(pt)
+    tr = cartesian_trajectory_from_msg(msg)
+    assert tr.kind == "quintic"
+    for t, R, p, w in zip(ts, Rs, P, W):
+        R_s, p_s, w_s, a_s = tr.sample(t)
+        np.testing.assert_allclose(R_s, R, atol=1e-9)
+        np.testing.assert_allclose(p_s, p, atol=1e-12)
+        np.testing.assert_allclose(w_s, w, atol=1e-9)
+    msg.points[1].transforms = []
+    with pytest.raises(ValueError, match="point 1: no transform"):
+        cartesian_trajectory_from_msg(msg)
+    msg.points[1].transforms = [Transform()]
+    msg.points[1].transforms[0].rotation.w = 0.0
+    with pytest.raises(ValueError, match="quaternion"):
+        cartesian_trajectory_from_msg(msg)
