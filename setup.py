@@ -58,6 +58,7 @@ setup(
             "controller_node = robot_dynamics.nodes.controller_node:main",
             "echo_node = robot_dynamics.nodes.echo_node:main",
             "sim_node = robot_dynamics.nodes.sim_node:main",
+            "franka_bridge = robot_dynamics.nodes.franka_bridge:main",
         ],
     },
 )

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NODES = ("controller_node", "sim_node", "echo_node")
+NODES = ("controller_node", "sim_node", "echo_node", "franka_bridge")
 
 
 @pytest.fixture(scope="module")
