@@ -10,13 +10,24 @@ as `ros2 launch robot_dynamics sim.launch.py` would, then drives a scripted scen
 in this process, from the topics only:
 
   1. hold      the controller holds the start pose                    (drift)
-  2. follow    Cartesian impedance: a circle streamed on ~/target_pose; joint laws: a JointTrajectory
-               on ~/joint_trajectory                                   (tracking error)
+  2. follow    joint laws: a JointTrajectory on ~/joint_trajectory     (tracking error)
+               Cartesian impedance (issue 12), each path starting and ending at the start pose:
+     stream    the 40 mm circle, 4 s per turn, streamed as poses only on ~/target_pose at 100 Hz
+               (no velocity: the impedance lags)
+     circle    the same circle from one MultiDOFJointTrajectory on ~/cartesian_trajectory (points every
+               50 ms with velocities and accelerations: feed-forward)
+     fast      the circle at 2 s per turn (trajectory)
+     line      a straight line 100 mm out and back along y turning the hand 0.3 rad about z on the
+               way, with a 1 s rest at each end (trajectory)
   3. push      a 15 N push on the tool (the sim's ~/apply_wrench), then released   (deflection, F/dx)
 
-It prints a summary (tracking error, deflection, loop timing: joint-state period, command rate,
-joint-state -> command latency seen by a third node, the controller's own step latency from
-/diagnostics, the sim's real-time factor) and writes out/demo_<controller>.png.
+The sim publishes joint states at 1 kHz and the controller (trigger: joint_state) commands at the same
+rate.  With --rt auto (default) the two node processes run under SCHED_FIFO when the OS allows it
+(measured: on a loaded 2-core machine an un-prioritised DDS loop degrades badly).
+It prints a summary (tracking errors per path: RMS and max position error, max orientation error;
+deflection; loop timing: joint-state period, command rate, joint-state -> command latency seen by a
+third node, the controller's own step latency from /diagnostics, the sim's real-time factor) and writes
+out/demo_<controller>.png.
 """
 import argparse
 import math
@@ -64,7 +75,15 @@ HOLD_TIME = 2.0            # s
 CIRCLE_RADIUS = 0.04       # m
 CIRCLE_PERIOD = 4.0        # s per turn on average (quintic start and stop)
 CIRCLE_TURNS = 2
+FAST_PERIOD = 2.0          # s per turn, the faster circle
 STREAM_RATE = 100.0        # Hz, pose targets
+TRAJ_STEP = 0.05           # s between the points of a MultiDOFJointTrajectory
+LINE_LENGTH = 0.10         # m along world y, out and back
+LINE_ROTATION = 0.3        # rad about world z on the way out (back on the way back)
+LINE_MOVE = 1.5            # s per leg
+LINE_REST = 1.0            # s at each end
+RATE = 1000.0              # Hz: joint states (sim) and commands (controller, joint-state triggered)
+RT_PRIORITY = 20           # SCHED_FIFO priority of the node processes with --rt
 JOINT_AMPLITUDE = 0.25     # rad, joint trajectory excursion
 JOINT_SEGMENT = 1.5        # s per trajectory point
 PUSH_N = 15.0              # N along world y
@@ -72,12 +91,73 @@ PUSH_TIME = 2.0            # s pushed, then as long released
 START_TIMEOUT = 60.0       # s
 
 
+PATHS = {"stream": f"circle {CIRCLE_PERIOD:.0f} s/turn, poses streamed at {STREAM_RATE:.0f} Hz (no feed-forward)",
+         "circle": f"circle {CIRCLE_PERIOD:.0f} s/turn, MultiDOFJointTrajectory (feed-forward)",
+         "fast": f"circle {FAST_PERIOD:.0f} s/turn, MultiDOFJointTrajectory",
+         "line": f"line {LINE_LENGTH * 1e3:.0f} mm + {LINE_ROTATION} rad, rests, trajectory"}
+
+
 def _pctl(x, p):
     return float(np.percentile(x, p)) if len(x) else float("nan")
 
 
+def circle_point(t, p0, period, turns, r=CIRCLE_RADIUS):
+    """The circle in the y-z plane through p0 (start and end at p0, quintic time scaling over `turns`
+    turns of `period` s on average): position, velocity, acceleration (analytic)."""
+    T = period * turns
+    u = min(max(t / T, 0.0), 1.0)
+    S = 2 * math.pi * turns
+    s = S * u ** 3 * (10 - 15 * u + 6 * u * u)
+    sd = S * 30 * u * u * (1 - u) ** 2 / T
+    sdd = S * 60 * u * (1 - u) * (1 - 2 * u) / T ** 2
+    c, si = math.cos(s), math.sin(s)
+    return (p0 + r * np.array([0.0, si, 1.0 - c]), r * np.array([0.0, c, si]) * sd,
+            r * np.array([0.0, -si * sd * sd + c * sdd, c * sd * sd + si * sdd]))
+
+
+def circle_points(R0, p0, period, turns, step=TRAJ_STEP):
+    """(times, positions, rotations, twists, accels) of the circle sampled every `step` s."""
+    T = period * turns
+    ts = np.linspace(0.0, T, int(round(T / step)) + 1)
+    pts = [circle_point(t, p0, period, turns) for t in ts]
+    z = np.zeros(3)
+    return (ts, [x[0] for x in pts], [R0] * len(ts), [np.r_[x[1], z] for x in pts],
+            [np.r_[x[2], z] for x in pts])
+
+
+def line_points(R0, p0):
+    """Out LINE_LENGTH along y turning LINE_ROTATION about z, rest, back, rest: every point at rest
+    (zero velocity and acceleration: quintic rest-to-rest legs)."""
+    import pinocchio as pin
+    R1 = pin.exp3(np.array([0.0, 0.0, LINE_ROTATION])) @ R0
+    p1 = p0 + np.array([0.0, LINE_LENGTH, 0.0])
+    ts = np.cumsum([0.0, LINE_MOVE, LINE_REST, LINE_MOVE, LINE_REST])
+    P, Rs = [p0, p1, p1, p0, p0], [R0, R1, R1, R0, R0]
+    return ts, P, Rs, [np.zeros(6)] * 5, [np.zeros(6)] * 5
+
+
+def fifo_threads(pids, priority, policy=None):
+    """SCHED_FIFO at `priority` (or `policy`, e.g. os.SCHED_OTHER with priority 0) for every thread of
+    the processes `pids` (threads started later inherit it).  Returns the number of threads set, 0 when
+    the OS refuses."""
+    policy = os.SCHED_FIFO if policy is None else policy
+    n = 0
+    for pid in pids:
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                os.sched_setscheduler(tid, policy, os.sched_param(priority))
+                n += 1
+            except (OSError, AttributeError):
+                return 0
+    return n
+
+
 class Demo:
-    def __init__(self, robot, controller, out_dir, log_dir):
+    def __init__(self, robot, controller, out_dir, log_dir, rt="auto", rate=RATE):
         import yaml
         from .description import robot_name
         from .nodes.processes import config_path
@@ -97,6 +177,8 @@ class Demo:
         self.phases = []            # (name, t_start, t_end) in probe monotonic time
         self.targets = []           # (t, p_desired) streamed Cartesian targets
         self.diag = {}
+        self.rt, self.rate = rt, float(rate)
+        self.rt_threads = 0
 
     # ---- kinematics from measured joint positions ----
     def fk(self, q):
@@ -126,7 +208,11 @@ class Demo:
         try:
             print(f"[demo] starting sim_node ({self.robot}) and controller_node ({self.controller}); "
                   f"logs in {self.log_dir}", flush=True)
-            start_sim_and_controller(procs, self.robot, self.controller)
+            ctl_params = {}
+            if self.controller == "cartesian_impedance":
+                ctl_params = {"cartesian_impedance": {"velocity_product_compensation": True}}
+            start_sim_and_controller(procs, self.robot, self.controller,
+                                     sim_params={"publish_rate": self.rate}, controller_params=ctl_params)
             probe.start()
             ok = probe.wait_for(lambda: probe.n_state > 10 and probe.effort is not None
                                 and np.any(probe.effort != 0.0), START_TIMEOUT, check=procs.check_alive)
@@ -134,14 +220,33 @@ class Demo:
                 raise RuntimeError("sim + controller did not start:\n" +
                                    "\n".join(procs.log(p)[-2000:] for p in procs.procs))
             self.t_ready = time.monotonic() - t_wall0
-            print(f"[demo] running after {self.t_ready:.1f} s; scenario: hold, follow, push", flush=True)
+            if self.rt != "off":
+                self.rt_threads = fifo_threads([p.pid for p in procs.procs], RT_PRIORITY)
+                if self.rt_threads:                  # the probe (recording, streaming) just below them
+                    self.rt_threads += fifo_threads([os.getpid()], RT_PRIORITY - 5)
+                if self.rt == "on" and not self.rt_threads:
+                    raise RuntimeError("--rt on: SCHED_FIFO refused (needs CAP_SYS_NICE or an RLIMIT_RTPRIO)")
+            rt = f"SCHED_FIFO {RT_PRIORITY} on {self.rt_threads} threads" if self.rt_threads else "no real-time priority"
+            print(f"[demo] running after {self.t_ready:.1f} s ({self.rate:.0f} Hz, {rt}); scenario: hold, "
+                  f"follow, push", flush=True)
             probe.clear_logs()
             self.t0 = time.monotonic()
             self._phase("hold", lambda: time.sleep(HOLD_TIME))
             q_start, _ = probe.snapshot()
             R0, p0 = self.fk(q_start)
             if self.controller == "cartesian_impedance":
-                self._phase("follow", lambda: self._circle(probe, R0, p0))
+                self._phase("stream", lambda: self._circle(probe, R0, p0))
+                pub = self._multidof_publisher(probe)
+                if not probe.wait_for(lambda: pub.get_subscription_count() > 0, 2.0):
+                    print("[demo] the controller does not subscribe to ~/cartesian_trajectory: the "
+                          "trajectory paths are skipped", flush=True)
+                    pub = None
+                if pub is not None:
+                    self._phase("circle", lambda: self._trajectory(pub, circle_points(R0, p0, CIRCLE_PERIOD,
+                                                                                      CIRCLE_TURNS)))
+                    self._phase("fast", lambda: self._trajectory(pub, circle_points(R0, p0, FAST_PERIOD,
+                                                                                    CIRCLE_TURNS)))
+                    self._phase("line", lambda: self._trajectory(pub, line_points(R0, p0)))
             elif self.controller in ("computed_torque", "joint_impedance"):
                 self._phase("follow", lambda: self._joint_trajectory(probe, q_start))
             # push at the pose reached (Cartesian: back at the circle's start point)
@@ -153,6 +258,8 @@ class Demo:
                 self.cmd_log = list(probe.cmd_log)
                 self.state_log = list(probe.state_log)
         finally:
+            if self.rt_threads:                      # the analysis and the plot run unprivileged
+                fifo_threads([os.getpid()], 0, os.SCHED_OTHER)
             probe.stop()
             probe.destroy_node()
             procs.stop_all()
@@ -183,6 +290,35 @@ class Demo:
             self.targets.append((time.monotonic(), p))
             k += 1
             time.sleep(max(0.0, t0 + k / STREAM_RATE - time.monotonic()))
+
+    def _multidof_publisher(self, probe):
+        from trajectory_msgs.msg import MultiDOFJointTrajectory
+        return probe.create_publisher(MultiDOFJointTrajectory, "/torque_controller/cartesian_trajectory", 10)
+
+    def _trajectory(self, pub, points, settle=0.5):
+        """Publish one MultiDOFJointTrajectory (times from receipt) and wait for its end + settle."""
+        from geometry_msgs.msg import Transform, Twist
+        from trajectory_msgs.msg import MultiDOFJointTrajectory, MultiDOFJointTrajectoryPoint
+        import pinocchio as pin
+        ts, P, Rs, tw, ac = points
+        msg = MultiDOFJointTrajectory()
+        msg.joint_names = [self.tcp]
+        for t, p, R, w, a in zip(ts, P, Rs, tw, ac):
+            pt = MultiDOFJointTrajectoryPoint()
+            tf = Transform()
+            tf.translation.x, tf.translation.y, tf.translation.z = (float(x) for x in p)
+            q = pin.Quaternion(np.asarray(R)).coeffs()          # x y z w
+            tf.rotation.x, tf.rotation.y, tf.rotation.z, tf.rotation.w = (float(x) for x in q)
+            pt.transforms = [tf]
+            for arr, out in ((w, pt.velocities), (a, pt.accelerations)):
+                m = Twist()
+                m.linear.x, m.linear.y, m.linear.z, m.angular.x, m.angular.y, m.angular.z = (float(x) for x in arr)
+                out.append(m)
+            pt.time_from_start.sec = int(t)
+            pt.time_from_start.nanosec = int(round((t - int(t)) * 1e9))
+            msg.points.append(pt)
+        pub.publish(msg)
+        time.sleep(float(ts[-1]) + settle)
 
     def _joint_trajectory(self, probe, q_start):
         """Out and back: +A, -A, start, one point per JOINT_SEGMENT s (the controller interpolates)."""
@@ -219,12 +355,24 @@ class Demo:
         st_t = np.array([r[0] for r in self.state_log]) - self.t0
         st_err = [r[2] for r in self.state_log]
         self.st_t = st_t
-        if "follow" in ph:
-            a, b = ph["follow"]
-            sel = [i for i, ti in enumerate(st_t) if a <= ti <= b]
-            if self.controller == "cartesian_impedance":
+        if self.controller == "cartesian_impedance":
+            res["paths"] = {}
+            for name in PATHS:
+                if name not in ph:
+                    continue
+                a, b = ph[name]
+                sel = [i for i, ti in enumerate(st_t) if a <= ti <= b and st_err[i].size >= 6]
+                if not sel:
+                    continue
                 e = np.array([np.linalg.norm(st_err[i][:3]) for i in sel])
-                res["track_rms_mm"], res["track_max_mm"] = 1e3 * float(np.sqrt(np.mean(e ** 2))), 1e3 * float(e.max())
+                er = np.array([np.linalg.norm(st_err[i][3:6]) for i in sel])
+                res["paths"][name] = {"rms_mm": 1e3 * float(np.sqrt(np.mean(e ** 2))), "max_mm": 1e3 * float(e.max()),
+                                      "rot_rms_mrad": 1e3 * float(np.sqrt(np.mean(er ** 2))),
+                                      "rot_max_mrad": 1e3 * float(er.max()), "n": len(sel)}
+            if "stream" in res["paths"]:
+                res["track_rms_mm"] = res["paths"]["stream"]["rms_mm"]
+                res["track_max_mm"] = res["paths"]["stream"]["max_mm"]
+            if self.targets:
                 # against the streamed target (what the user asked for), measured by FK
                 tt = np.array([x[0] for x in self.targets]) - self.t0
                 pt = np.array([x[1] for x in self.targets])
@@ -233,7 +381,10 @@ class Demo:
                 dev = np.linalg.norm(p[inside] - pd, axis=1)
                 res["target_rms_mm"], res["target_max_mm"] = 1e3 * float(np.sqrt(np.mean(dev ** 2))), 1e3 * float(dev.max())
                 self.pd_t, self.pd = t[inside], pd
-            else:
+        elif "follow" in ph:
+            a, b = ph["follow"]
+            sel = [i for i, ti in enumerate(st_t) if a <= ti <= b]
+            if sel:
                 e = np.array([np.max(np.abs(st_err[i])) for i in sel])
                 res["track_rms_rad"] = float(np.sqrt(np.mean(e ** 2)))
                 res["track_max_rad"] = float(e.max())
@@ -268,12 +419,16 @@ class Demo:
         w(f"\n=== robot_dynamics demo: {self.robot}, {self.controller} (sim node + controller node over DDS) ===\n")
         w(f"  start-up (processes, model, self-check, brakes released): {self.t_ready:.1f} s; total {self.t_total:.1f} s\n")
         w(f"  hold      drift {r['hold_drift_mm']:.3f} mm at {self.tcp}, {r['hold_drift_rad']:.2e} rad max joint\n")
-        if "track_rms_mm" in r:
-            w(f"  follow    circle r={CIRCLE_RADIUS * 1e3:.0f} mm, {CIRCLE_PERIOD:.1f} s/turn: controller error "
-              f"rms {r['track_rms_mm']:.2f} mm, max {r['track_max_mm']:.2f} mm; vs streamed target rms "
-              f"{r['target_rms_mm']:.2f} mm, max {r['target_max_mm']:.2f} mm\n"
-              f"            (impedance lag: a PoseStamped carries no velocity feed-forward, so D xdot resists "
-              f"the motion; the error is ~D v / K)\n")
+        if r.get("paths"):
+            w(f"  follow    controller error |p_d - p| and rotation error |log(R_d R^T)| over each path:\n")
+            w(f"            {'path':<62}{'RMS mm':>8}{'max mm':>8}{'rot RMS mrad':>14}{'rot max mrad':>14}\n")
+            for name, x in r["paths"].items():
+                w(f"            {PATHS[name]:<62}{x['rms_mm']:>8.3f}{x['max_mm']:>8.3f}{x['rot_rms_mrad']:>14.3f}"
+                  f"{x['rot_max_mrad']:>14.3f}\n")
+            if "target_rms_mm" in r:
+                w(f"            streamed poses vs the arm by FK: rms {r['target_rms_mm']:.2f} mm, max "
+                  f"{r['target_max_mm']:.2f} mm (a PoseStamped carries no velocity: D xdot resists the motion, "
+                  f"error ~D v / K)\n")
         if "track_rms_rad" in r:
             w(f"  follow    joint trajectory +-{JOINT_AMPLITUDE} rad: tracking error (|q_ref - q|, worst joint) "
               f"rms {r['track_rms_rad']:.2e} rad, max {r['track_max_rad']:.2e} rad\n")
@@ -302,7 +457,8 @@ class Demo:
         import matplotlib.pyplot as plt
         self.out_dir.mkdir(parents=True, exist_ok=True)
         fig, ax = plt.subplots(4, 1, figsize=(10, 12), constrained_layout=True)
-        colors = {"hold": "#dddddd", "follow": "#d8ecff", "push": "#ffe0cc", "release": "#e6f5d0"}
+        colors = {"hold": "#dddddd", "follow": "#d8ecff", "stream": "#f5d8ff", "circle": "#d8ecff",
+                  "fast": "#d8fff0", "line": "#fff5cc", "push": "#ffe0cc", "release": "#e6f5d0"}
 
         def shade(a):
             for n, (t0, t1) in self.ph.items():
@@ -326,11 +482,20 @@ class Demo:
         err = [r[2] for r in self.state_log]
         if self.controller == "cartesian_impedance":
             e = np.array([1e3 * np.linalg.norm(x[:3]) if x.size >= 3 else np.nan for x in err])
-            a.set_ylabel("controller pose error |p_d - p| [mm]")
+            er = np.array([1e3 * np.linalg.norm(x[3:6]) if x.size >= 6 else np.nan for x in err])
+            a.semilogy(self.st_t, np.maximum(e, 1e-4), lw=1, label="|p_d - p| [mm]")
+            a.semilogy(self.st_t, np.maximum(er, 1e-4), lw=1, label="|log(R_d R^T)| [mrad]")
+            a.axhline(1.0, color="k", ls=":", lw=1)
+            a.set_ylabel("controller error (log)")
+            a.legend(fontsize=8, loc="upper right")
+            for name, x in self.res.get("paths", {}).items():
+                t0, t1 = self.ph[name]
+                a.text(0.5 * (t0 + t1), 0.02, f"{x['rms_mm']:.2f} mm rms", transform=a.get_xaxis_transform(),
+                       ha="center", fontsize=7)
         else:
             e = np.array([np.max(np.abs(x)) * 1e3 if x.size else np.nan for x in err])
             a.set_ylabel("max |q_d - q| [mrad]")
-        a.plot(self.st_t, e, lw=1)
+            a.plot(self.st_t, e, lw=1)
 
         a = ax[2]
         shade(a)
@@ -357,9 +522,9 @@ class Demo:
         return path
 
 
-def run_demo(robot="panda", controller="cartesian_impedance", out_dir="out", plot=True):
+def run_demo(robot="panda", controller="cartesian_impedance", out_dir="out", plot=True, rt="auto", rate=RATE):
     log_dir = Path(out_dir) / "logs"
-    demo = Demo(robot, controller, out_dir, log_dir)
+    demo = Demo(robot, controller, out_dir, log_dir, rt=rt, rate=rate)
     demo.run()
     demo.analyse()
     demo.print_summary()
@@ -380,6 +545,9 @@ def main(argv=None):
     ap.add_argument("--out", default=os.environ.get("ROBOT_DYNAMICS_OUT", "out"),
                     help="folder for the plot and the node logs (default out/)")
     ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--rt", choices=("auto", "on", "off"), default="auto",
+                    help="SCHED_FIFO for the sim and controller processes: auto (when permitted), on (required), off")
+    ap.add_argument("--rate", type=float, default=RATE, help=f"joint-state and command rate [Hz] (default {RATE:.0f})")
     args = ap.parse_args(argv)
     if args.summary:
         model = Model.from_urdf_file(args.urdf) if args.urdf else Model.from_robot(args.robot or "panda")
@@ -388,7 +556,7 @@ def main(argv=None):
     robot = args.robot or "panda"
     if robot not in LAUNCH_ROBOTS:
         ap.error(f"--robot for the demo: one of {sorted(LAUNCH_ROBOTS)}")
-    run_demo(robot, args.controller, args.out, plot=not args.no_plot)
+    run_demo(robot, args.controller, args.out, plot=not args.no_plot, rt=args.rt, rate=args.rate)
     return 0
 
 

@@ -439,3 +439,50 @@ def test_multidof_message_conversion():
     msg.points[1].transforms[0].rotation.w = 0.0
     with pytest.raises(ValueError, match="quaternion"):
         cartesian_trajectory_from_msg(msg)
+
+
+# ---------------------------------------------------------------- the ControlLoop (what the nodes run)
+@pytest.mark.slow
+def test_control_loop_follows_a_cartesian_trajectory_in_mujoco(model, pinb, refb):
+    """ControlLoop (law + safety filter + supervisor) with MuJoCo at 1 kHz: the circle given as a
+    CartesianTrajectory is followed within FF_RMS_TOL of the analytic circle (by FK, from the step the
+    trajectory started); a target wrench set half-way changes only F_d: the desired pose stays on the
+    analytic circle (1e-9), the trajectory is not dropped; a pose-only reference after it is taken."""
+    from robot_dynamics.control import ControlLoop
+    loop = ControlLoop.from_params(model, {
+        "controller": "cartesian_impedance", "cartesian_impedance.frame": FRAME, "ramp_time": 0.0,
+        "cartesian_impedance.velocity_product_compensation": True})
+    sim = MujocoSim(model, dt=DT)
+    sim.reset(Q0)
+    loop.activate(0.0)
+    R0, p0 = fk(refb, Q0)
+    e, ref_dev = [], 0.0
+    k_start = 10
+    for k in range(int(round((PERIOD + 0.3) / DT)) + k_start):
+        now = k * DT
+        if k == k_start - 1:
+            ok, why = loop.set_reference(circle_trajectory(R0, p0))
+            assert ok, why
+        if k == k_start + 1000:
+            ok, why = loop.set_target_wrench([0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
+            assert ok, why
+        loop.update_state(sim.q, sim.v, now)
+        tau, safe = loop.step(now)
+        assert not safe
+        if k >= k_start:
+            pr = circle(now - k_start * DT, p0)[0]
+            if k < k_start + 1000:
+                e.append(np.linalg.norm(pr - fk(refb, sim.q)[1]))
+            ref_dev = max(ref_dev, float(np.linalg.norm(loop.info.reference[:3] - pr)))
+        sim.step(tau)
+    rms = float(np.sqrt(np.mean(np.square(e))))
+    print(f"\nControlLoop + MuJoCo, circle trajectory: RMS {rms * 1e3:.3f} mm (first 1 s), desired pose vs "
+          f"the analytic circle {ref_dev:.1e} m")
+    assert rms < FF_RMS_TOL
+    assert ref_dev < 1e-9
+    R, p = fk(refb, sim.q)
+    ok, _ = loop.set_reference(CartesianReference(R0, p0 + [0.0, 0.0, 0.01]))
+    assert ok
+    loop.update_state(sim.q, sim.v, 10.0 * DT + PERIOD + 0.3)
+    loop.step(10.0 * DT + PERIOD + 0.3)
+    np.testing.assert_allclose(loop.info.reference[:3], p0 + [0.0, 0.0, 0.01], atol=1e-12)
