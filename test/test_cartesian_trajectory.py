@@ -488,3 +488,23 @@ def test_control_loop_follows_a_cartesian_trajectory_in_mujoco(model, pinb, refb
     loop.update_state(sim.q, sim.v, t_end)
     loop.step(t_end)
     np.testing.assert_allclose(loop.info.reference[:3], p0 + [0.0, 0.0, 0.01], atol=1e-12)
+
+
+def test_pose_only_stream_velocity_estimate(model, pinb, refb):
+    """estimate_target_velocity: poses streamed every 10 ms along a line at v (no twist): from the second
+    pose on the law's twist_d is v (1e-9) and between poses the desired position moves on as p_k + v tau
+    (first-order hold, 1e-9); without the option twist_d stays zero and the position is held."""
+    R, p = fk(refb, Q0)
+    v = np.array([0.05, -0.02, 0.03])
+    for est in (True, False):
+        law = cart_law(model, pinb, estimate_target_velocity=est)
+        law.reset(State(Q0, np.zeros(7), 0.0))
+        for k in range(30):                               # 1 kHz law, 100 Hz stream
+            t = k * DT
+            if k % 10 == 0:
+                law.set_reference(CartesianReference(R, p + v * t))
+            law.compute(State(Q0, np.zeros(7), t))
+            if k >= 10:
+                expect = p + v * t if est else p + v * (k // 10) * 0.01
+                np.testing.assert_allclose(law.info.reference[:3], expect, atol=1e-9)
+                np.testing.assert_allclose(law.twist_d[:3], v if est else 0.0, atol=1e-9)
