@@ -62,11 +62,33 @@ def reset(probe):
         time.sleep(0.01)
     assert fut.done() and fut.result().success
     probe.destroy_client(cli)
-    time.sleep(0.05)
+    # the physics thread applies the reset on its next cycle: wait until the joint states show the
+    # arm back near HOME (a fixed sleep let a loaded machine judge the pose from before the reset).
+    # 0.02 rad: far below the falls before a reset (> FALL_MIN), above what an unheld arm falls in
+    # the first ~20 ms after it
+    q0 = np.array(HOME["panda"])
+    assert probe.wait_for(lambda: np.max(np.abs(probe.q - q0)) < 0.02, 10.0), "reset not seen"
 
 
 def to_wire(model, x):
     return [x[model.joint_names.index(j)] for j in WIRE_JOINTS]
+
+
+def apply(probe, model, tau):
+    """Publish the effort command `tau` (model order) until the sim reports applying it (the effort
+    field of /joint_states, `joints` order on the wire, mapped by name by the probe): a fixed sleep
+    is not enough on a loaded machine, where the sim's callback can run later than the next reset."""
+    tau = np.asarray(tau, dtype=float)
+    msg = to_wire(model, tau)
+    probe.publish_command(msg)
+    last = [time.monotonic()]
+
+    def applied():
+        if time.monotonic() - last[0] > 0.2:
+            last[0] = time.monotonic()
+            probe.publish_command(msg)
+        return probe.effort is not None and np.max(np.abs(probe.effort - tau)) < 1e-9
+    assert probe.wait_for(applied, 10.0), "the sim did not apply the command"
 
 
 def hold_torque(model):
@@ -74,9 +96,35 @@ def hold_torque(model):
     return q0, PinocchioBackend(model).gravity(q0).copy()
 
 
-def test_parameters_table_is_declared():
-    for name, (default, desc) in PARAMETERS.items():
-        assert desc, name
+def test_parameters_table_is_what_the_node_declares(sim):
+    """PARAMETERS (the documented table) is exactly what the running node declares: every name is
+    listed by its list_parameters service, nothing undocumented is declared, and each value is the
+    table's default except the ones this module's fixture sets."""
+    from rcl_interfaces.srv import GetParameters, ListParameters
+    from rclpy.parameter import parameter_value_to_python
+    procs, probe = sim
+    set_here = {"robot": "panda", "joints": WIRE_JOINTS, "publish_robot_description": True,
+                "publish_rate": 500.0, "hold_until_first_command": False}
+
+    def call(srv, name, req):
+        cli = probe.create_client(srv, name)
+        try:
+            assert cli.wait_for_service(timeout_sec=10.0)
+            fut = cli.call_async(req)
+            assert probe.wait_for(fut.done, 10.0)
+            return fut.result()
+        finally:
+            probe.destroy_client(cli)
+    declared = set(call(ListParameters, "/mujoco_sim/list_parameters", ListParameters.Request()).result.names)
+    declared -= {"use_sim_time", "start_type_description_service"}       # rclpy's own
+    assert declared == set(PARAMETERS), (sorted(declared - set(PARAMETERS)), sorted(set(PARAMETERS) - declared))
+    names = sorted(PARAMETERS)
+    values = call(GetParameters, "/mujoco_sim/get_parameters", GetParameters.Request(names=names)).values
+    for name, v in zip(names, values):
+        want = set_here.get(name, PARAMETERS[name][0])
+        got = parameter_value_to_python(v)
+        assert list(got) == list(want) if isinstance(want, (list, tuple)) else got == want, (name, got, want)
+        assert PARAMETERS[name][1], f"{name}: no description"
 
 
 def test_publishes_joint_states_clock_and_wrench(sim, model):
@@ -93,8 +141,7 @@ def test_publishes_joint_states_clock_and_wrench(sim, model):
 
 def test_zero_effort_arm_falls(sim, model):
     procs, probe = sim
-    probe.publish_command(np.zeros(7))
-    time.sleep(0.1)
+    apply(probe, model, np.zeros(7))
     reset(probe)
     q0 = np.array(HOME["panda"])
     probe.wait_for(lambda: np.max(np.abs(probe.q - q0)) > FALL_MIN, FALL_TIME + 2.0)
@@ -105,8 +152,7 @@ def test_zero_effort_arm_falls(sim, model):
 def test_gravity_effort_holds_and_ft_reads_tool_weight(sim, model):
     procs, probe = sim
     q0, g = hold_torque(model)
-    probe.publish_command(to_wire(model, g))
-    time.sleep(0.2)
+    apply(probe, model, g)
     reset(probe)
     t_end = time.monotonic() + HOLD_TIME
     worst = 0.0
@@ -127,26 +173,45 @@ def test_gravity_effort_holds_and_ft_reads_tool_weight(sim, model):
 
 
 def test_bad_commands_are_rejected_and_last_good_held(sim, model):
+    """Bad commands (wrong length, NaN) are rejected and the last good one (the gravity torque) is
+    held: the arm stays at q0 while the physics keeps running (joint-state stamps keep advancing with
+    the wall time, at the publish rate); the next good command (zero effort) is applied (the arm
+    falls), which a sim that stopped on the first bad command would not do."""
     procs, probe = sim
     q0, g = hold_torque(model)
-    probe.publish_command(to_wire(model, g))
-    time.sleep(0.2)
+    apply(probe, model, g)
     reset(probe)
+    with probe.lock:
+        s0, n0 = probe.js_stamp, probe.n_js
+    t0 = time.monotonic()
     for _ in range(5):
         probe.publish_command(np.zeros(6))                      # wrong length
         probe.publish_command([float("nan")] + [0.0] * 6)      # NaN
         time.sleep(0.05)
     time.sleep(0.5)
+    with probe.lock:
+        s1, n1 = probe.js_stamp, probe.n_js
+    wall = time.monotonic() - t0
     q, _ = probe.snapshot()
     assert np.max(np.abs(q - q0)) < HOLD_TOL
+    # the simulated time advanced with the wall time (real_time_factor 1; at least half of it: the
+    # sim drops backlog under load rather than bursting) and joint states kept coming at 500 Hz
+    # (at least a tenth of that: a loaded machine)
+    assert s1 - s0 > 0.5 * wall, f"sim time advanced {s1 - s0:.3f} s in {wall:.3f} s of wall time"
+    assert n1 - n0 > 0.1 * 500.0 * wall, (n1 - n0, wall)
     assert probe.wait_for(lambda: "command rejected" in procs.log(procs.procs[0]), 5.0)
+    # a good command after the bad ones is applied: zero effort, the arm falls
+    apply(probe, model, np.zeros(7))
+    assert probe.wait_for(lambda: np.max(np.abs(probe.q - q0)) > FALL_MIN, FALL_TIME + 2.0), \
+        "a good command after bad ones was not applied"
+    apply(probe, model, g)
+    reset(probe)
 
 
 def test_push_moves_arm_and_zero_wrench_clears(sim, model):
     procs, probe = sim
     q0, g = hold_torque(model)
-    probe.publish_command(to_wire(model, g))
-    time.sleep(0.1)
+    apply(probe, model, g)
     reset(probe)
     w0 = probe.wrench.copy()
     probe.push("panda_hand_tcp", [0.0, 20.0, 0.0, 0.0, 0.0, 0.0])
