@@ -306,7 +306,7 @@ class CartesianImpedance(ControlLaw):
                 tr.start(t, self.R_d, self.p_d, self.twist_d, **self.approach_bounds())
             self.R_d, self.p_d, tw, ac = tr.sample(t)
             self.twist_d[:], self.accel_d[:] = tw, ac
-            self._quat_d = spatial.matrix_to_quat(self.R_d)
+            self._quat_d = pin.Quaternion(self.R_d).coeffs()      # x y z w (for info.reference)
             if tr.done(t):
                 self.info.status = "trajectory done"
             return
@@ -331,6 +331,8 @@ class CartesianImpedance(ControlLaw):
         h = 0.5 * tau * tau
         self.p_d = p + tw[:3] * tau + ac[:3] * h
         self.R_d = pin.exp3(tw[3:] * tau + ac[3:] * h) @ R
+        if tw[3:].any() or ac[3:].any():
+            self._quat_d = pin.Quaternion(self.R_d).coeffs()
         if t - self._stream_t > horizon:      # the stream stopped: hold the pose at the horizon
             self.twist_d[:] = 0.0
             self.accel_d[:] = 0.0
