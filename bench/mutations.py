@@ -1,9 +1,9 @@
 """Mutation check: put one deliberate bug into a copy of the tree, run the tests that claim to catch it,
 and print whether they did.  A test suite that lets a listed bug through has a hole.
 
-    ./run.sh bench mutations                 # every mutation in MUTATIONS
-    ./run.sh bench mutations -k rate         # only those whose id contains "rate"
-    ./run.sh bench mutations --list          # the list, nothing run
+    .venv/bin/python bench/mutations.py           # every mutation in MUTATIONS (./run.sh bench mutations)
+    .venv/bin/python bench/mutations.py -k rate   # only those whose id contains "rate"
+    .venv/bin/python bench/mutations.py --list    # the list, nothing run
 
 Each mutation is (id, what the bug is, file, the exact text to replace, its replacement, the tests that
 must catch it).  The text must occur exactly once in the file (checked first: a stale entry is an error,
@@ -31,8 +31,61 @@ class M:
 # ------------------------------------------------------------------------------------------------
 # the deliberate bugs
 # ------------------------------------------------------------------------------------------------
+LO = "test/test_loop_oracles.py::"
+RI = "test/test_robustness_inputs.py::"
 MUTATIONS = [
-    # filled in below this line: M(id, what, path, old, new, [tests])
+    # ---- the rows of issue 15 (each let through by the suite before) ----
+    M("perjoint_not_reordered", "per-joint parameters (gains, limits) not reordered from `joints` to model order",
+      "robot_dynamics/control/loop.py", "        out[self.perm] = a\n", "        out[:] = a\n",
+      [LO + "test_gains_and_effort_limits_given_in_joints_order_apply_by_name"]),
+    M("effort_scale_ignored", "effort_scale ignored by the safety filter",
+      "robot_dynamics/control/safety.py", "        self.limit = el * scale\n", "        self.limit = el * 1.0\n",
+      [LO + "test_effort_scale_scales_the_urdf_limits"]),
+    M("rate_limit_x10", "the loop uses torque_rate_limit x 10",
+      "robot_dynamics/control/loop.py",
+      "            return None if not v else self._to_model_order(v)\n        return v\n",
+      "            return None if not v else self._to_model_order(v)\n"
+      "        return 10 * v if key == 'torque_rate_limit' else v\n",
+      [LO + "test_rate_limit_per_command_is_the_parameter_over_the_update_rate"]),
+    M("watchdog_x20", "watchdog timeout x 20",
+      "robot_dynamics/control/loop.py",
+      "        timeout = self._p[\"watchdog_timeout\"]\n        age = now - self.last_ok\n",
+      "        timeout = 20 * self._p[\"watchdog_timeout\"]\n        age = now - self.last_ok\n",
+      [LO + "test_watchdog_trips_after_the_timeout_not_before"]),
+    M("sim_stops_on_bad_command", "the sim node's physics thread stops on the first bad command",
+      "robot_dynamics/nodes/sim_node.py", "            self._bad += 1\n",
+      "            self._bad += 1\n            self._stop.set()\n",
+      ["test/test_sim_node.py::test_bad_commands_are_rejected_and_last_good_held"]),
+    M("map_joint_values_raises", "map_joint_values always raises ValueError",
+      "robot_dynamics/nodes/common.py", "    a = np.array([values[pos[n]] for n in names], dtype=float)\n",
+      "    raise ValueError(f\"{what}: mutant\")\n",
+      [RI + "test_map_joint_values_fuzz"]),
+    M("trajectory_arrays_raises", "trajectory_arrays always raises ValueError",
+      "robot_dynamics/nodes/common.py", "    m, N = len(msg_names), len(msg.points)\n",
+      "    raise ValueError(\"trajectory: mutant\")\n",
+      [RI + "test_trajectory_fuzz"]),
+    M("trajectory_columns_swapped", "trajectory columns of the first two joints swapped",
+      "robot_dynamics/nodes/common.py", "    m, N = len(msg_names), len(msg.points)\n",
+      "    idx[[0, 1]] = idx[[1, 0]]\n    m, N = len(msg_names), len(msg.points)\n",
+      [RI + "test_trajectory_fuzz"]),
+    # ---- classic ones (caught before issue 15 too: kept so that stays true) ----
+    M("rnea_coriolis_sign", "reference RNEA: sign of the Coriolis term c_i = v_i x S_i qd_i",
+      "robot_dynamics/dynamics/reference/rnea.py", "        c = (ops.CS @ V) * v[ops.dof_of_row]",
+      "        c = -(ops.CS @ V) * v[ops.dof_of_row]",
+      ["test/test_dynamics_crosscheck.py"]),
+    M("gravity_dropped", "gravity compensation commands zero instead of g(q)",
+      "robot_dynamics/control/gravity.py", "            tau[:] = self._g(q)\n", "            tau.fill(0.0)\n",
+      ["test/test_control_laws.py"]),
+    M("rate_clamp_removed", "the safety filter's rate clamp removed",
+      "robot_dynamics/control/safety.py", "        if _any(np.abs(delta, out=self._absd) > step):\n",
+      "        if False:\n",
+      [LO + "test_rate_limit_per_command_is_the_parameter_over_the_update_rate", "test/test_safety_filter.py"]),
+    M("joint_names_swapped", "JointStateMapper: the first two joints swapped",
+      "robot_dynamics/nodes/common.py",
+      "        self._idx = np.array([pos[n] for n in self.names], dtype=np.intp)\n",
+      "        self._idx = np.array([pos[n] for n in self.names], dtype=np.intp)\n"
+      "        self._idx[[0, 1]] = self._idx[[1, 0]]\n",
+      [RI + "test_joint_state_mapper_fuzz"]),
 ]
 
 
