@@ -11,6 +11,8 @@ model order; the caller maps names and converts messages.
         # them; per-joint values in `joints` order (reordered to model order inside); missing keys take
         # their defaults, keys that are not loop parameters are ignored.  ValueError naming the key.
         # log: a callable log(level, text), level 'info' | 'warn' | 'error'; None: Python logging.
+        # (with an rclpy logger use one call site per severity: rclpy raises "Logger severity
+        # cannot be changed between calls" when one line logs at several severities)
     loop.joints, loop.perm                  # command order; cmd[k] = tau_model[perm[k]]
     ok, reason = loop.set_params({...})     # live changes, validated, all-or-nothing
     loop.activate(now)                      # start: the law holds the first valid state, the safety

@@ -497,10 +497,14 @@ class TorqueControllerNode(LifecycleNode):
         if c is None:
             return
         if self.active:
-            # ramp to the safe command at the rate limit (at most (limit span) / rate seconds), then stop
+            # ramp to the safe command at the rate limit, one control period's step per message, then
+            # stop.  Bounded by a number of steps (the limit span / (rate x period)), not by wall time:
+            # on a loaded machine the steps take longer than a period, and a wall-clock deadline would
+            # stop short of the safe command (the next configure would then start from another one)
             c.loop.deactivate()
-            deadline = time.monotonic() + min(c.loop.safe_ramp_time(), 10.0) + 0.1
-            while not self._publish_safe() and time.monotonic() < deadline:
+            for _ in range(int(np.ceil(min(c.loop.safe_ramp_time(), 10.0) / c.safe_period)) + 2):
+                if self._publish_safe():
+                    break
                 time.sleep(c.safe_period)
         self.active = False
         c.loop.deactivate()
