@@ -187,15 +187,24 @@ def test_pose_quaternion_fuzz(quat, pos):
 def trajectory_msgs(draw):
     from builtin_interfaces.msg import Duration
     from trajectory_msgs.msg import JointTrajectory as JT, JointTrajectoryPoint
-    names = draw(st.one_of(st.permutations(NAMES), st.lists(st.sampled_from(NAME_POOL), max_size=9)))
+    # half the cases well formed (a permutation of the model's joints plus extra ones, 1-5 points of
+    # the right lengths, finite values; velocities on all points or none), so that valid messages
+    # are checked for their mapping every run, not only found by luck
+    valid = draw(st.booleans())
+    if valid:
+        names = list(draw(st.permutations(NAMES))) + draw(st.lists(st.sampled_from(NAME_POOL[7:]), max_size=2,
+                                                                   unique=True))
+    else:
+        names = draw(st.one_of(st.permutations(NAMES), st.lists(st.sampled_from(NAME_POOL), max_size=9)))
     m = len(names)
     pts = []
-    for _ in range(draw(st.integers(0, 5))):
+    with_v = draw(st.booleans())
+    for _ in range(draw(st.integers(1, 5) if valid else st.integers(0, 5))):
         sec = draw(st.one_of(st.integers(0, 5), st.integers(-5, -1), st.just(2**31 - 1)))
-        lp = draw(st.sampled_from([m, m, m, max(m - 1, 0), m + 1]))
-        vals = st.one_of(st.floats(-3.0, 3.0), BAD_FLOATS)
+        lp = m if valid else draw(st.sampled_from([m, m, m, max(m - 1, 0), m + 1]))
+        vals = st.floats(-3.0, 3.0) if valid else st.one_of(st.floats(-3.0, 3.0), BAD_FLOATS)
         pos = draw(st.lists(vals, min_size=lp, max_size=lp))
-        lv = draw(st.sampled_from([0, m, m + 1]))
+        lv = (m if with_v else 0) if valid else draw(st.sampled_from([0, m, m + 1]))
         vel = draw(st.lists(st.floats(-1, 1), min_size=lv, max_size=lv))
         pts.append(JointTrajectoryPoint(positions=pos, velocities=vel,
                                         time_from_start=Duration(sec=sec, nanosec=draw(st.integers(0, 999_999_999)))))
