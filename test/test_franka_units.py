@@ -150,3 +150,17 @@ def test_command_gate_start_watchdog_stop_and_resume_without_jump():
     # bad input: rejected, counted, nothing applied
     assert gate.on_command([np.nan] * 7, 3.0) is None and gate.on_command([1.0] * 6, 3.0) is None
     assert gate.n_rejected == 2
+
+
+def test_in_process_loop_log_takes_every_severity():
+    """The bridge hands the ControlLoop one log callable; rclpy refuses a call site whose severity
+    changes between calls, so info then warn then error through it must all be logged (no raise)."""
+    rclpy = pytest.importorskip("rclpy")
+    from robot_dynamics.nodes.franka_bridge import FrankaBridge
+
+    class Stub:
+        def get_logger(self):
+            return rclpy.logging.get_logger("franka_bridge_log_test")
+
+    for level in ("info", "warn", "error", "info"):
+        FrankaBridge._loop_log(Stub(), level, f"a {level} line")

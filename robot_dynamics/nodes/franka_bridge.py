@@ -239,6 +239,17 @@ class FrankaBridge(Node):
         if p["publish_robot_description"]:
             self.pub_desc.publish(String(data=urdf))
 
+    def _loop_log(self, level, text):
+        """The control loop's log callable: one call site per severity (rclpy refuses a call site whose
+        severity changes between calls)."""
+        log = self.get_logger()
+        if level == "error":
+            log.error(text)
+        elif level == "warn":
+            log.warning(text)
+        else:
+            log.info(text)
+
     def _build_loop(self):
         """in_process: the ROS-free ControlLoop (control/loop.py) from the controller parameters given
         to this node (the same file the controller node reads), with gravity compensation and a
@@ -264,9 +275,7 @@ class FrankaBridge(Node):
                 over[k] = over[k].tolist()
             elif isinstance(over[k], (list, tuple)) or type(over[k]).__name__ == "array":
                 over[k] = list(over[k])
-        log = self.get_logger()
-        logf = {"info": log.info, "warn": log.warning, "error": log.error}
-        self.loop = ControlLoop.from_params(self.model, over, log=lambda lvl, text: logf.get(lvl, log.info)(text))
+        self.loop = ControlLoop.from_params(self.model, over, log=self._loop_log)
         self.loop_lock = threading.Lock()
         self.loop_params = over
         for k, v in over.items():                          # live: ros2 param set /franka_bridge <k> <v>
