@@ -158,9 +158,12 @@ def test_in_process_loop_log_takes_every_severity():
     rclpy = pytest.importorskip("rclpy")
     from robot_dynamics.nodes.franka_bridge import FrankaBridge
 
-    class Stub:
-        def get_logger(self):
-            return rclpy.logging.get_logger("franka_bridge_log_test")
+    class Stub:                                  # a node returns the same logger object every call
+        logger = rclpy.logging.get_logger("franka_bridge_log_test")
 
+        def get_logger(self):
+            return self.logger
+
+    stub = Stub()
     for level in ("info", "warn", "error", "info"):
-        FrankaBridge._loop_log(Stub(), level, f"a {level} line")
+        FrankaBridge._loop_log(stub, level, f"a {level} line")
