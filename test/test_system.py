@@ -9,8 +9,21 @@ the topics only by a probe node in this process:
 
 Each test starts and ends its own pair of processes (process groups, SIGINT then SIGKILL).  The sim
 publishes at 500 Hz here (processes.SIM_OVERRIDES): the machines running the suite have two cores.
+
+Both children run under SCHED_FIFO 40 (processes.RT_TEST, through robot_dynamics.realtime).  Cause of
+the CI-only computed-torque error (found 2026-11-30): CPU contention.  With 3 CPU hogs the DDS loop
+(sim -> controller -> sim) was delayed by tens of ms, beyond the delay margin of kp 400 / kd 40: RMS
+1.26 rad, final 3 rad; the same run under SCHED_FIFO: RMS 0.0016 rad, max 0.012 rad; idle ~1e-4.
+Where the OS refuses the policy (no CAP_SYS_NICE / RLIMIT_RTPRIO) the children run normally (the
+fallback; the test prints which) and the bounds below assume a machine that is not overloaded.
+
+Tracking is judged on the plant: the sim's /joint_states against the reference this test computes
+from the trajectory it sent (a rest-to-rest single point: the minimum-jerk quintic, see
+control/trajectory.py), never from the controller's own ~/state.
 """
+import os
 import time
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -21,7 +34,7 @@ rclpy = pytest.importorskip("rclpy")
 from robot_dynamics.dynamics import PinocchioBackend  # noqa: E402
 from robot_dynamics.dynamics.reference import spatial  # noqa: E402
 from robot_dynamics.nodes.probe import Probe  # noqa: E402
-from robot_dynamics.nodes.processes import (NodeProcesses, config_path,  # noqa: E402
+from robot_dynamics.nodes.processes import (RT_TEST, NodeProcesses, config_path,  # noqa: E402
                                             start_sim_and_controller)
 from robot_dynamics.nodes.sim_node import HOME  # noqa: E402
 
@@ -35,11 +48,15 @@ HOLD_TOL = 5e-3               # rad: largest joint drift while holding
 EFFORT_TOL = 0.05             # N m: applied effort vs g(q0) while holding
 TRAJ_DURATION = 2.0           # s: each segment of the joint trajectory
 TRAJ_STEP = np.array([0.3, -0.2, 0.3, 0.3, 0.3, -0.3, 0.3])    # rad, goal - start
-CT_TRACK_RMS_TOL = 0.05       # rad: RMS over the motion of the largest joint error |q_ref - q| (~/state).
-                              #   Alone this test measures ~1e-4; late in a fresh-clone full CI run it
-                              #   measured 0.02 (cause not found yet): the bound is for "follows", and
-                              #   CT_FINAL_TOL checks convergence.  Precise tracking: test_closed_loop.py
-CT_TRACK_MAX_TOL = 0.2        # rad: its peak (a DDS loop on 2 shared cores has occasional late cycles)
+CT_LATENCY = 0.02             # s: allowance for the time between the test's publish / receipt and the
+                              #   controller's receipt / the sim's step: q(t) is compared with the
+                              #   reference anywhere in [t - CT_LATENCY, t] (a scheduling allowance)
+CT_START_MAX = 0.3            # s: latest start of the trajectory after the test published it
+CT_TRACK_RMS_TOL = 0.01       # rad: RMS over the motion of the largest joint error |q - q_ref(t)| on the
+                              #   plant.  Measured (children and probe under SCHED_FIFO): 6e-5 on a quiet
+                              #   machine, 0.0039 with 3 CPU hogs on top of the other load; margin 2.5x
+                              #   over the loaded figure
+CT_TRACK_MAX_TOL = 0.05       # rad: its peak (measured 1.6e-4 quiet, 0.027 with 3 hogs; margin 1.8x)
 CT_FINAL_TOL = 5e-3           # rad: |q - q_goal| 1 s after the trajectory ends
 CART_STEP = np.array([0.05, 0.0, -0.05])   # m: target - start of the TCP
 CART_TOL = 5e-3               # m: |p - p_target| once settled
@@ -53,13 +70,42 @@ Q0 = np.array(HOME["panda"])
 TCP = "panda_hand_tcp"
 
 
+PROBE_RT_PRIORITY = 30       # the probe (this process) below the loop's 40: it records, it must not starve
+
+
+@contextmanager
+def fifo_for_this_process(priority):
+    """Every thread of this process (and those it starts meanwhile, e.g. the probe's) under SCHED_FIFO
+    where permitted, back to SCHED_OTHER afterwards.  Under CPU hogs an unprivileged probe received a
+    tenth of the joint states.  Yields whether it was applied (the fallback: normal scheduling)."""
+    def tids():
+        return [int(t) for t in os.listdir("/proc/self/task")]
+    applied = False
+    try:
+        for t in tids():
+            os.sched_setscheduler(t, os.SCHED_FIFO, os.sched_param(priority))
+        applied = True
+    except (OSError, AttributeError):
+        pass
+    try:
+        yield applied
+    finally:
+        for t in tids():
+            try:
+                os.sched_setscheduler(t, os.SCHED_OTHER, os.sched_param(0))
+            except OSError:
+                pass
+
+
 @pytest.fixture
 def system(ros, model, tmp_path, request):
     """Start sim + controller (`request.param` = controller name); yield (procs, probe)."""
     procs = NodeProcesses(log_dir=tmp_path)
     probe = Probe(joints=model.joint_names, name="system_probe")
+    rt = fifo_for_this_process(PROBE_RT_PRIORITY)
+    rt_probe = rt.__enter__()
     try:
-        start_sim_and_controller(procs, "panda", request.param)
+        sim, ctl = start_sim_and_controller(procs, "panda", request.param, realtime=RT_TEST)
         probe.start()
         dyn = PinocchioBackend(model)
 
@@ -71,12 +117,15 @@ def system(ros, model, tmp_path, request):
 
         ready = probe.wait_for(settled, START_TIMEOUT, check=procs.check_alive)
         assert ready, "sim + controller not running:\n" + "\n".join(procs.log(p)[-2000:] for p in procs.procs)
+        print(f"SCHED_FIFO applied: sim {procs.realtime_applied(sim)}, controller {procs.realtime_applied(ctl)}, "
+              f"probe {rt_probe}")
         time.sleep(BRAKE_WINDOW)
         yield procs, probe
     finally:
         probe.stop()
         probe.destroy_node()
         procs.stop_all()
+        rt.__exit__(None, None, None)
 
 
 def fk(model, q):
@@ -113,27 +162,58 @@ def test_gravity_compensation_holds_the_panda(system, model):
     assert np.max(np.abs(effort - g0)) < EFFORT_TOL, (effort, g0)
 
 
+def min_jerk(q0, q1, T, s):
+    """Rest-to-rest quintic from q0 to q1 in T at times s (array): positions (len(s), n)."""
+    tau = np.clip(np.asarray(s, dtype=float) / T, 0.0, 1.0)[:, None]
+    return q0 + (q1 - q0) * (10 * tau ** 3 - 15 * tau ** 4 + 6 * tau ** 5)
+
+
+def plant_tracking_errors(js_log, t_pub, q0, q_goal, T, t_end, latency, dt=1e-3):
+    """For each /joint_states sample received in [t_pub, t_end]: the smallest max-joint error between
+    the plant's q and the reference at any time of [t - latency, t] (t since t_pub)."""
+    offs = np.arange(0.0, latency + dt / 2, dt)
+    out = []
+    for t_rx, _, q, _, _ in js_log:
+        if not (t_pub <= t_rx <= t_end):
+            continue
+        s = t_rx - t_pub - offs
+        ref = min_jerk(q0, q_goal, T, s)
+        out.append(float(np.min(np.max(np.abs(ref - q), axis=1))))
+    return np.array(out)
+
+
 @pytest.mark.parametrize("system", ["computed_torque"], indirect=True)
 def test_computed_torque_follows_joint_trajectory(system, model):
     procs, probe = system
+    q_start, _ = probe.snapshot()
     q_goal = Q0 + TRAJ_STEP
     probe.clear_logs()
+    t_pub = time.monotonic()
     probe.publish_trajectory([TRAJ_DURATION], [q_goal])
-    t0 = time.monotonic()
-    # the controller's reference must start moving (the trajectory was accepted)
-    assert probe.wait_for(lambda: np.max(np.abs(probe.ctl_ref - Q0)) > 0.01, 5.0, check=procs.check_alive)
-    time.sleep(max(0.0, TRAJ_DURATION + 1.0 - (time.monotonic() - t0)))
+    # the plant must start moving (the trajectory was accepted)
+    assert probe.wait_for(lambda: np.max(np.abs(probe.q - q_start)) > 0.01, 5.0, check=procs.check_alive)
+    time.sleep(max(0.0, TRAJ_DURATION + 1.0 - (time.monotonic() - t_pub)))
     procs.check_alive()
     with probe.lock:
-        log = list(probe.state_log)
+        log = list(probe.js_log)
         q_end = probe.q.copy()
-    errors = np.array([np.max(np.abs(e)) for _, _, e, _ in log if e.size == 7])
-    refs = np.array([r for _, r, _, _ in log if r.size == 7])
-    assert errors.size > 100, "too few controller-state messages"
-    assert np.max(np.abs(refs[-1] - q_goal)) < 1e-6, "the reference did not reach the goal"
-    rms = float(np.sqrt(np.mean(errors ** 2)))
-    print(f"computed torque over DDS: tracking error rms {rms:.4f} rad, max {errors.max():.4f} rad, "
+    # the reference starts from the state held when the trajectory arrives (q_start: it was holding),
+    # at an instant this test does not see: the one start offset in [0, CT_START_MAX] (1 ms grid)
+    # that fits the plant best is taken (measured 0.10-0.15 s on a loaded machine: discovery and
+    # delivery of the first trajectory message); a later start fails
+    t_stop = t_pub + TRAJ_DURATION + 1.0
+    best = None
+    for off in np.arange(0.0, CT_START_MAX + 5e-4, 5e-3):
+        e = plant_tracking_errors(log, t_pub + off, q_start, q_goal, TRAJ_DURATION, t_stop, CT_LATENCY)
+        r = float(np.sqrt(np.mean(e ** 2))) if e.size else np.inf
+        if best is None or r < best[0]:
+            best = (r, off, e)
+    rms, off, errors = best
+    assert errors.size > 100, "too few joint-state messages"
+    print(f"computed torque over DDS (plant vs the sent trajectory, start {off * 1e3:.0f} ms after publish): "
+          f"tracking error rms {rms:.5f} rad, max {errors.max():.5f} rad, "
           f"final {np.max(np.abs(q_end - q_goal)):.2e} rad")
+    assert off < CT_START_MAX, "the trajectory started later than CT_START_MAX after it was published"
     assert rms < CT_TRACK_RMS_TOL, f"tracking error rms {rms:.4f} rad"
     assert errors.max() < CT_TRACK_MAX_TOL, f"tracking error peak {errors.max():.4f} rad"
     assert np.max(np.abs(q_end - q_goal)) < CT_FINAL_TOL, q_end - q_goal
