@@ -21,7 +21,8 @@ model order; the caller maps names and converts messages.
                                             # loop.safe_reached says when it has arrived
     loop.update_state(q, v, now)            # a valid measurement (model order, already mapped)
     loop.reject_state(reason, detail, now)  # an invalid one (counted; the safe command follows)
-    ok, reason = loop.set_reference(ref)    # JointReference | JointTrajectory | CartesianReference
+    ok, reason = loop.set_reference(ref)    # JointReference | JointTrajectory | CartesianReference |
+                                            # CartesianTrajectory
     ok, reason = loop.set_target_wrench(w)  # cartesian_impedance: feed-forward wrench, base axes
     loop.set_wrench(raw, frame_id, now)     # the F/T sensor's raw reading (cartesian_impedance)
     tau, safe = loop.step(now, t=None)      # watchdog check; law -> safety filter, or one step of the
@@ -49,6 +50,7 @@ Logging: every per-message condition (joint states rejected, watchdog, wrench pr
 references) logs at most one line per condition per `log_throttle_period` seconds, plus one line
 when a logged episode ends; suppressed occurrences are summed into the next line.  `counts` are exact.
 """
+import dataclasses
 import logging
 import math
 import time
@@ -58,6 +60,7 @@ import numpy as np
 
 from ..dynamics import make_backend
 from .base import CartesianReference, JointReference, State
+from .cartesian_trajectory import CartesianTrajectory
 from .params import SAFETY_KEYS, SIX_KEYS, Unset, check_value, loop_param_specs
 from .safety import SafetyFilter, SafetyParams
 from .trajectory import JointTrajectory
@@ -404,15 +407,19 @@ class ControlLoop:
 
     def set_reference(self, ref, what="reference", now=None):
         """A new reference, applied at the next step: JointReference / JointTrajectory (joint laws)
-        or CartesianReference (cartesian_impedance).  Returns (ok, reason); a rejection is counted as
-        rejected.<what>."""
+        or CartesianReference / CartesianTrajectory (cartesian_impedance).  Returns (ok, reason); a
+        rejection is counted as rejected.<what>."""
         joint = isinstance(ref, (JointReference, JointTrajectory))
-        if isinstance(ref, CartesianReference):
+        if isinstance(ref, CartesianTrajectory):
+            if not self.cartesian:
+                return self.reject_reference(what, f"{self.law_name} takes no Cartesian trajectory", now)
+            self.pose_target = None                  # the law keeps its wrench reference
+        elif isinstance(ref, CartesianReference):
             if not self.cartesian:
                 return self.reject_reference(what, f"{self.law_name} takes no Cartesian reference", now)
             self.pose_target = (np.array(ref.R, dtype=float), np.array(ref.p, dtype=float))
             if ref.wrench is None and self.wrench_target is not None:
-                ref = CartesianReference(ref.R, ref.p, twist=ref.twist, wrench=self.wrench_target)
+                ref = dataclasses.replace(ref, wrench=self.wrench_target)   # keeps twist and accel
         elif joint:
             if self.cartesian:
                 return self.reject_reference(what, f"{self.law_name} takes no joint reference", now)
@@ -585,6 +592,9 @@ class ControlLoop:
         self.last_pub = now
 
     def _apply_target_wrench(self):
+        if getattr(self.law, "trajectory", None) is not None:   # a Cartesian trajectory goes on
+            self.law.set_wrench_reference(self.wrench_target)
+            return
         if self.pose_target is None:                     # keep the pose being held
             ref = self.law.info.reference
             if ref is None or len(ref) != 7:
