@@ -37,7 +37,7 @@ from collections import defaultdict
 import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from geometry_msgs.msg import PoseStamped, WrenchStamped
+from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
@@ -46,6 +46,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory as JointTrajectoryMsg
+from trajectory_msgs.msg import MultiDOFJointTrajectory
 
 from ..control import CartesianReference, ControlLoop, JointReference, JointTrajectory
 from ..control import params as loop_params
@@ -54,6 +55,7 @@ from ..dynamics import Model, self_check
 from .common import (EXECUTORS, REJECT_REASONS, RELIABILITIES, JointStateMapper, ParamSpec, check_value,
                      declare_all, make_executor, make_qos, map_joint_values, param_value,
                      params_table_markdown, pose_to_rp, ros_param_spec, trajectory_arrays, wrench_to_array)
+from .cartesian_refs import cartesian_trajectory_from_msg, twist_from_msg
 
 T = Parameter.Type
 
@@ -183,6 +185,7 @@ def interface_tables_markdown():
 # these defaults match theirs.  QOS_SENSOR is the wrench input's.
 QOS_SENSOR = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
 QOS_COMMAND = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE)
+TARGET_TWIST_MAX_AGE = 0.1       # s: a ~/target_twist older than this is not paired with a ~/target_pose
 QOS_REFERENCE = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE)
 QOS_LATCHED = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -441,7 +444,13 @@ class TorqueControllerNode(LifecycleNode):
                                      self._guard(self._on_target_pose, "target_pose"), QOS_REFERENCE),
             self.create_subscription(WrenchStamped, "~/target_wrench",
                                      self._guard(self._on_target_wrench, "target_wrench"), QOS_REFERENCE),
+            self.create_subscription(MultiDOFJointTrajectory, "~/cartesian_trajectory",
+                                     self._guard(self._on_cartesian_trajectory, "cartesian_trajectory"),
+                                     QOS_REFERENCE),
+            self.create_subscription(TwistStamped, "~/target_twist",
+                                     self._guard(self._on_target_twist, "target_twist"), QOS_REFERENCE),
         ]
+        self._target_twist = None                  # (receipt time, twist [v; w]) from ~/target_twist
         c.timers = []
         c.watchdog_timer = self.create_timer(min(0.05, 0.5 * self._p("watchdog_timeout")),
                                              self._guard(self._on_watchdog, "watchdog"))
@@ -607,8 +616,35 @@ class TorqueControllerNode(LifecycleNode):
                 raise ValueError(f"{c.law_name} takes no Cartesian reference")
             self._check_base_frame(c, msg.header.frame_id, "target_pose")
             R, p = pose_to_rp(msg.pose)
+            tw = self._target_twist            # the latest ~/target_twist, if at most 0.1 s old
+            if tw is not None and time.monotonic() - tw[0] <= TARGET_TWIST_MAX_AGE:
+                return CartesianReference(R, p, twist=tw[1])
             return CartesianReference(R, p)
         self._reference("target_pose", convert)
+
+    def _on_target_twist(self, msg):
+        """Stored (base-frame axes, [linear; angular]) and sent with the next ~/target_pose."""
+        c = self.c
+        if c is None:
+            return
+        try:
+            if not c.cartesian:
+                raise ValueError(f"{c.law_name} takes no Cartesian reference")
+            self._check_base_frame(c, msg.header.frame_id, "target_twist")
+            tw = twist_from_msg(msg)
+        except ValueError as e:
+            self._target_twist = None
+            c.loop.reject_reference("target_twist", str(e), time.monotonic())
+            return
+        self._target_twist = (time.monotonic(), tw)
+
+    def _on_cartesian_trajectory(self, msg):
+        def convert(c):
+            if not c.cartesian:
+                raise ValueError(f"{c.law_name} takes no Cartesian trajectory")
+            self._check_base_frame(c, msg.header.frame_id, "cartesian_trajectory")
+            return cartesian_trajectory_from_msg(msg)
+        self._reference("cartesian_trajectory", convert)
 
     def _on_target_wrench(self, msg):
         def convert(c):
