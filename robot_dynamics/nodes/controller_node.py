@@ -529,8 +529,23 @@ class TorqueControllerNode(LifecycleNode):
     def on_shutdown(self, state):
         with self._lock:
             self._stop_commanding()
+            self._flush_commands()
             self._teardown()
         return SUCCESS
+
+    def _flush_commands(self, timeout=0.5):
+        """The process is about to end: wait (bounded) until reliable subscribers have acknowledged the
+        last commands (the safe command), so that it is not lost with the process under load."""
+        c = self.c
+        if c is None:
+            return
+        from rclpy.duration import Duration
+        for pub in (getattr(c, "cmd_pub", None), getattr(c, "jc_pub", None)):
+            if pub is not None:
+                try:
+                    pub.wait_for_all_acked(Duration(seconds=timeout))
+                except Exception:                      # noqa: BLE001 (best effort on the way out)
+                    pass
 
     def on_error(self, state):
         with self._lock:
