@@ -113,6 +113,18 @@ LAW_KEYS = {
     "force_integral_limit": ("double", "bound on the force integral term [N | N m]"),
     "max_pos_error": ("double", "clip the position error [m]; 0: no clipping"),
     "max_rot_error": ("double", "clip the rotation error angle [rad]; 0: no clipping"),
+    "velocity_product_compensation": ("bool", "add C(q, qd) qd - J^T Lambda Jdot qd (exact task error dynamics "
+                                              "on a moving reference)"),
+    "reference_extrapolation": ("double", "first-order hold of a streamed pose along its twist for at most this "
+                                          "[s], then held at rest; 0: zero-order hold"),
+    "estimate_target_velocity": ("bool", "a pose-only stream gets its twist from consecutive poses"),
+    "target_jump_pos": ("double", "a streamed pose farther than this [m] is approached within the approach "
+                                  "bounds, not stepped to; 0: off"),
+    "target_jump_rot": ("double", "the same for the rotation [rad]; 0: off"),
+    "approach_linear_velocity": ("positive", "approach bound (trajectory start, target jumps) [m/s]"),
+    "approach_angular_velocity": ("positive", "approach bound [rad/s]"),
+    "approach_linear_acceleration": ("positive", "approach bound [m/s^2]"),
+    "approach_angular_acceleration": ("positive", "approach bound [rad/s^2]"),
 }
 for _a in ("x", "y", "z"):
     LAW_KEYS[f"task.k_pos_{_a}"] = ("double", f"translational stiffness along {_a} [N/m]")

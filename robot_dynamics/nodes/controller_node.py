@@ -155,6 +155,12 @@ TOPICS = [
      "pose of the controlled frame in the base frame (cartesian_impedance)"),
     ("sub", "~/target_wrench", "geometry_msgs/WrenchStamped",
      "feed-forward wrench the robot exerts, base-frame axes (cartesian_impedance)"),
+    ("sub", "~/cartesian_trajectory", "trajectory_msgs/MultiDOFJointTrajectory",
+     "trajectory of the controlled frame (cartesian_impedance): first transform per point, optional "
+     "velocities / accelerations (feed-forward); interpolated on SE(3), started on receipt from the pose "
+     "being followed"),
+    ("sub", "~/target_twist", "geometry_msgs/TwistStamped",
+     "twist of the streamed target, base-frame axes; sent with the next ~/target_pose (<= 0.1 s old)"),
     ("pub", "command_topic (/effort_controller/commands)", "std_msgs/Float64MultiArray",
      "torque command in `joints` order"),
     ("pub", "~/joint_command", "sensor_msgs/JointState", "the same command as efforts (publish_joint_command)"),
