@@ -532,3 +532,23 @@ def test_flood_of_alternating_bad_and_good_joint_states_logs_throttled(rig):
     # per 1 s bin at most 2 starts (bin phase) + their ends
     assert per_s.max() <= 4, per_s
     assert len(lines) <= 2 * (int(span + 0.01) + 1), (len(lines), span)
+
+
+def test_reconfigure_ramps_from_the_command_the_driver_holds(rig):
+    """deactivate -> cleanup -> configure -> activate: the driver still holds the safe command g(q)
+    of the deactivation, so the new configuration's first command starts from it (within one
+    rate-limit step: torque_rate_limit / update_rate), not from zero."""
+    rate, f = 50.0, 1000.0                            # N m/s, Hz: one step is 0.05 N m
+    node = rig.controller(controller="gravity_compensation", watchdog_timeout=10.0, safe_command="gravity",
+                          torque_rate_limit=rate, update_rate=f, ramp_time=0.0)
+    wait_active(rig, node)
+    g = gravity(Q0)
+    rig.settle(ARM, Q0, lambda c: np.allclose(c, g, atol=1e-9), "gravity compensation after the ramp")
+    assert rig.change_state(node, Transition.TRANSITION_DEACTIVATE)
+    wait_for(lambda: np.allclose(rig.last_cmd(), g, atol=1e-9), what="the safe command on deactivate")
+    assert rig.change_state(node, Transition.TRANSITION_CLEANUP)
+    assert rig.change_state(node, Transition.TRANSITION_CONFIGURE)
+    assert rig.change_state(node, Transition.TRANSITION_ACTIVATE)
+    first = rig.command_for(ARM, Q0)
+    step = rate / f
+    assert np.max(np.abs(first - g)) <= step + 1e-9, (first, g)

@@ -410,6 +410,12 @@ class TorqueControllerNode(LifecycleNode):
             m, {name: self._p(name) for name in LOOP_PARAM_NAMES}, log=self._log_line, counts=self.counts,
             labels={"joint_states": self._p("joint_states_topic"), "wrench": self._p("wrench_topic")})
         n = c.loop.n
+        # a previous configuration's last command on the same topic (e.g. its safe command g(q) after
+        # deactivate, which the driver still holds): the new loop ramps from it, not from zero
+        last = self.__dict__.get("_last_sent")
+        if (last is not None and last[0] == self.resolve_topic_name(self._p("command_topic"))
+                and set(m.joint_names) <= set(last[1])):
+            c.loop.safety.hold(np.array([last[1][j] for j in m.joint_names]))
         c.mapper = JointStateMapper(list(m.joint_names), require_velocity=self._p("require_velocity"))
         # messages with preallocated arrays (numpy views write into them)
         c.cmd_msg = Float64MultiArray()
@@ -481,6 +487,11 @@ class TorqueControllerNode(LifecycleNode):
         self.active = False
         if c is None:
             return
+        loop, cmd_pub = c.__dict__.get("loop"), c.__dict__.get("cmd_pub")
+        if loop is not None and cmd_pub is not None and loop.safety.prev is not None:
+            # what the driver holds now, by joint name, for the next configure's start
+            self._last_sent = (cmd_pub.topic_name, dict(zip(loop.model.joint_names,
+                                                            np.array(loop.safety.prev, dtype=float))))
         for t in c.__dict__.get("timers", []):
             self.destroy_timer(t)
         for s in c.__dict__.get("subs", []):
