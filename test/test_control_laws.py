@@ -330,17 +330,34 @@ def test_cartesian_damping_some_axes_given(model, pinb, refb):
     np.testing.assert_allclose(D_meas, D, rtol=1e-7, atol=1e-7)
 
 
-def test_cartesian_bounded_at_singularity(model, pinb):
-    """Fully stretched arm (q = 0 is singular for the Panda): finite torque with the default lambda and
-    with lambda = 0 (fallback regularisation)."""
+def test_cartesian_bounded_at_singularity(model, pinb, refb):
+    """Nearly stretched arm (q4 at its limit -0.0698, the rest 0: singular for position control),
+    moving at 0.3 rad/s per joint, pose error zero: with given task damping D (diagonal) and no
+    nullspace terms the law is exactly tau = g(q) - J^T D J v, whatever the damped-pinv lambda (the
+    pseudo-inverse only enters the nullspace projection).  Expected torque from the reference backend's
+    J and g and the gains this test sets, and the bound |tau - g| <= |J|^2 max(D) |v| (2-norms)."""
     q = np.zeros(7)
     q[3], q[5] = -0.0698, 0.0               # within limits, arm nearly straight up
-    s = State(q=np.clip(q, model.lower_limits, model.upper_limits), v=np.full(7, 0.3))
+    q = np.clip(q, model.lower_limits, model.upper_limits)
+    v = np.full(7, 0.3)
+    s = State(q=q, v=v)
+    d = {"x": 40.0, "y": 50.0, "z": 60.0}, {"x": 2.0, "y": 3.0, "z": 4.0}
+    D = np.diag([d[0]["x"], d[0]["y"], d[0]["z"], d[1]["x"], d[1]["y"], d[1]["z"]])
+    gains = {f"task.d_pos_{a}": d[0][a] for a in "xyz"} | {f"task.d_rot_{a}": d[1][a] for a in "xyz"}
+    J = np.asarray(refb.frame_jacobian(q, FRAME, "local_world_aligned"))
+    g = np.asarray(refb.gravity(q))
+    want = g - J.T @ (D @ (J @ v))
+    bound = np.linalg.norm(J, 2) ** 2 * D.max() * np.linalg.norm(v)
+    assert np.linalg.svd(J, compute_uv=False)[-1] < 0.05 * np.linalg.svd(J, compute_uv=False)[0], \
+        "the pose is not near a singularity"
     for lam in (0.01, 0.0):
-        law = _cart(model, pinb, {"damped_pinv_lambda": lam})
+        law = _cart(model, pinb, {"damped_pinv_lambda": lam, "nullspace_stiffness": 0.0,
+                                  "nullspace_damping": 0.0, **gains})
         law.reset(s)
         tau = law.compute(s)
-        assert np.all(np.isfinite(tau)) and np.abs(tau).max() < 1e4
+        assert np.all(np.isfinite(tau))
+        np.testing.assert_allclose(tau, want, rtol=1e-9, atol=1e-9)
+        assert np.linalg.norm(tau - g) <= bound * (1 + 1e-12)
 
 
 def test_cartesian_force_axes(model, pinb, refb):
