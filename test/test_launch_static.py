@@ -320,10 +320,23 @@ def test_gz_ros2_control_description(robot):
     children = {j.find("child").get("link") for j in root.findall("joint")}
     roots = [lk.get("name") for lk in root.findall("link") if lk.get("name") not in children]
     assert roots == ["world"]
-    # the same dynamics: the augmented URDF gives the same model
-    from robot_dynamics.dynamics import Model
+    # the same dynamics: the augmented URDF gives the same model (joints, limits, and M, g, RNEA at
+    # random states from two independent Pinocchio builds; a weld that moved the base or changed an
+    # inertia would show)
+    import numpy as np
+    from robot_dynamics.dynamics import Model, PinocchioBackend
     m2 = Model.from_urdf_string(text)
     assert m2.joint_names == model.joint_names
+    for a in ("lower_limits", "upper_limits", "effort_limits", "velocity_limits"):
+        np.testing.assert_array_equal(getattr(m2, a), getattr(model, a), err_msg=a)
+    b1, b2 = PinocchioBackend(model), PinocchioBackend(m2)
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        q = model.random_configuration(rng)
+        v, acc = rng.standard_normal(model.nv), rng.standard_normal(model.nv)
+        np.testing.assert_allclose(b2.rnea(q, v, acc), b1.rnea(q, v, acc), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(b2.gravity(q), b1.gravity(q), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(b2.mass_matrix(q), b1.mass_matrix(q), rtol=1e-12, atol=1e-12)
 
 
 def test_xacro_macro_is_well_formed():
