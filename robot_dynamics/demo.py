@@ -83,7 +83,8 @@ LINE_ROTATION = 0.3        # rad about world z on the way out (back on the way b
 LINE_MOVE = 1.5            # s per leg
 LINE_REST = 1.0            # s at each end
 RATE = 1000.0              # Hz: joint states (sim) and commands (controller, joint-state triggered)
-RT_PRIORITY = 20           # SCHED_FIFO priority of the node processes with --rt
+RT_PRIORITY = 40           # SCHED_FIFO priority of the node processes with --rt (ros2_control uses 50)
+PROBE_RT_PRIORITY = 30     # the probe (this process) below them: it records and streams, it must not starve
 JOINT_AMPLITUDE = 0.25     # rad, joint trajectory excursion
 JOINT_SEGMENT = 1.5        # s per trajectory point
 PUSH_N = 15.0              # N along world y
@@ -211,7 +212,8 @@ class Demo:
             ctl_params = {}
             if self.controller == "cartesian_impedance":
                 ctl_params = {"cartesian_impedance": {"velocity_product_compensation": True}}
-            start_sim_and_controller(procs, self.robot, self.controller,
+            rt_children = None if self.rt == "off" else {"policy": "fifo", "priority": RT_PRIORITY}
+            sim, ctl = start_sim_and_controller(procs, self.robot, self.controller, realtime=rt_children,
                                      # /clock is not used here (no node runs on sim time): 1 kHz less traffic
                                      sim_params={"publish_rate": self.rate, "publish_clock": False},
                                      controller_params=ctl_params)
@@ -223,12 +225,13 @@ class Demo:
                                    "\n".join(procs.log(p)[-2000:] for p in procs.procs))
             self.t_ready = time.monotonic() - t_wall0
             if self.rt != "off":
-                self.rt_threads = fifo_threads([p.pid for p in procs.procs], RT_PRIORITY)
-                if self.rt_threads:                  # the probe (recording, streaming) just below them
-                    self.rt_threads += fifo_threads([os.getpid()], RT_PRIORITY - 5)
-                if self.rt == "on" and not self.rt_threads:
+                applied = procs.realtime_applied(sim) and procs.realtime_applied(ctl)
+                if self.rt == "on" and not applied:
                     raise RuntimeError("--rt on: SCHED_FIFO refused (needs CAP_SYS_NICE or an RLIMIT_RTPRIO)")
-            rt = f"SCHED_FIFO {RT_PRIORITY} on {self.rt_threads} threads" if self.rt_threads else "no real-time priority"
+                if applied:
+                    self.rt_threads = fifo_threads([os.getpid()], PROBE_RT_PRIORITY)
+            rt = (f"nodes under SCHED_FIFO {RT_PRIORITY}, probe {PROBE_RT_PRIORITY}" if self.rt_threads
+                  else "no real-time priority")
             print(f"[demo] running after {self.t_ready:.1f} s ({self.rate:.0f} Hz, {rt}); scenario: hold, "
                   f"follow, push", flush=True)
             probe.clear_logs()
