@@ -33,6 +33,7 @@ class M:
 # ------------------------------------------------------------------------------------------------
 LO = "test/test_loop_oracles.py::"
 RI = "test/test_robustness_inputs.py::"
+NT = "test/test_node_timing.py"          # the same bugs at node level over DDS
 MUTATIONS = [
     # ---- the rows of issue 15 (each let through by the suite before) ----
     M("perjoint_not_reordered", "per-joint parameters (gains, limits) not reordered from `joints` to model order",
@@ -46,12 +47,12 @@ MUTATIONS = [
       "            return None if not v else self._to_model_order(v)\n        return v\n",
       "            return None if not v else self._to_model_order(v)\n"
       "        return 10 * v if key == 'torque_rate_limit' else v\n",
-      [LO + "test_rate_limit_per_command_is_the_parameter_over_the_update_rate"]),
+      [LO + "test_rate_limit_per_command_is_the_parameter_over_the_update_rate", NT]),
     M("watchdog_x20", "watchdog timeout x 20",
       "robot_dynamics/control/loop.py",
       "        timeout = self._p[\"watchdog_timeout\"]\n        age = now - self.last_ok\n",
       "        timeout = 20 * self._p[\"watchdog_timeout\"]\n        age = now - self.last_ok\n",
-      [LO + "test_watchdog_trips_after_the_timeout_not_before"]),
+      [LO + "test_watchdog_trips_after_the_timeout_not_before", NT]),
     M("sim_stops_on_bad_command", "the sim node's physics thread stops on the first bad command",
       "robot_dynamics/nodes/sim_node.py", "            self._bad += 1\n",
       "            self._bad += 1\n            self._stop.set()\n",
