@@ -69,6 +69,10 @@ MUTATIONS = [
       "robot_dynamics/nodes/common.py", "    m, N = len(msg_names), len(msg.points)\n",
       "    idx[[0, 1]] = idx[[1, 0]]\n    m, N = len(msg_names), len(msg.points)\n",
       [RI + "test_trajectory_fuzz"]),
+    M("tare_ignores_reading", "~/tare takes a zero bias instead of the current reading",
+      "robot_dynamics/control/loop.py", "        self.wrench_proc.tare(self.wrench_raw, self.q)\n",
+      "        self.wrench_proc.tare(np.zeros(6), self.q)\n",
+      [LO + "test_tare_uses_the_current_reading"]),
     # ---- classic ones (caught before issue 15 too: kept so that stays true) ----
     M("rnea_coriolis_sign", "reference RNEA: sign of the Coriolis term c_i = v_i x S_i qd_i",
       "robot_dynamics/dynamics/reference/rnea.py", "        c = (ops.CS @ V) * v[ops.dof_of_row]",

@@ -409,7 +409,8 @@ def test_node_as_a_process_from_the_robot_description_topic(rig):
 
 def test_cartesian_references_wrench_and_tare(rig):
     """cartesian_impedance: a non-unit quaternion is normalised, a zero one rejected; a wrench in an
-    unknown frame is ignored with a count; ~/tare uses the current reading."""
+    unknown frame is ignored with a count; ~/tare succeeds once a wrench and a state have arrived
+    (that it tares with the current reading is checked numerically in test_loop_oracles.py)."""
     from geometry_msgs.msg import PoseStamped, WrenchStamped
     node = rig.controller(controller="cartesian_impedance", watchdog_timeout=10.0,
                           wrench_topic=f"/{rig.ns}/wrench", **FAST)

@@ -160,3 +160,34 @@ def test_watchdog_trips_after_the_timeout_not_before(timeout):
         assert k < 100000
     assert now - t_last == pytest.approx(timeout, abs=PERIOD + 1e-12), (now - t_last, timeout)
     assert loop.counts["watchdog_trips"] == 1
+
+
+def test_tare_uses_the_current_reading():
+    """~/tare (ControlLoop.tare) takes the bias from the latest raw wrench: with force control on z
+    (target force 0, so the command depends on the measured wrench only through the feedback), after
+    readings A0 then A and a tare, the reading A processes to exactly zero wrench: the command equals
+    that of the same loop with a zero-wrench sensor, and differs from it before the tare (the wrench
+    does act), and after a tare that had used A0 instead."""
+    params = {"controller": "cartesian_impedance", "sensor_frame": "panda_hand",
+              "cartesian_impedance.force_axes": [False, False, True, False, False, False],
+              "cartesian_impedance.force_kp": [0.5]}
+    q0 = q_model(Q0)
+    A0 = np.array([1.0, -2.0, 3.0, 0.1, 0.2, -0.1])
+    A = np.array([4.0, 1.0, -6.0, 0.3, -0.2, 0.05])
+
+    def loop_with(readings, tare_after):
+        loop = make_loop(**params)
+        loop.activate(0.0)
+        run_steps(loop, q0, 0.0, 2)
+        for k, w in enumerate(readings):
+            loop.set_wrench(w, "panda_hand", 0.002 + k * PERIOD)
+            if k == tare_after:
+                assert loop.tare()[0]
+        return run_steps(loop, q0, 0.01, 3)[-1]
+    zero = loop_with([np.zeros(6)], None)
+    untared = loop_with([A0, A], None)
+    tared = loop_with([A0, A], 1)
+    stale_tare = loop_with([A0, A], 0)                 # tared on A0, then A arrives
+    assert np.max(np.abs(untared - zero)) > 0.1, "the wrench does not act on the command: the check is void"
+    np.testing.assert_allclose(tared, zero, atol=1e-9)
+    assert np.max(np.abs(stale_tare - zero)) > 0.1
