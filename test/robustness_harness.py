@@ -273,9 +273,23 @@ class Rig:
                                                      self._on_state, 10000)
         self.ex.add_node(node)
         wait_for(lambda: node.active, what="controller active (autostart)")
+        # the DDS-side limits from the parameters set here and the URDF text (an oracle independent
+        # of the node): effort_limits (or the URDF's effort by joint name) x effort_scale, and
+        # torque_rate_limit; the node's own values must equal them
+        joints = list(base["joints"])
+        el = base.get("effort_limits")
+        if el:
+            el = np.broadcast_to(np.asarray(el, dtype=float), (len(joints),))
+        else:
+            urdf = urdf_effort_limits(base["robot_description"])
+            el = np.array([urdf[j] for j in joints])
+        self.limit = el * float(base.get("effort_scale", 1.0))
+        self.rate = np.full(len(joints), float(base.get("torque_rate_limit", 1000.0)))
         c = node.c
-        self.limit = np.asarray(c.safety.limit)[c.perm].copy()
-        self.rate = np.broadcast_to(np.asarray(c.safety.rate, dtype=float), (c.n,))[c.perm].copy()
+        np.testing.assert_allclose(np.asarray(c.safety.limit)[c.perm], self.limit, rtol=1e-12,
+                                   err_msg="the node's effort limits vs the URDF x effort_scale")
+        np.testing.assert_allclose(np.broadcast_to(np.asarray(c.safety.rate, dtype=float), (c.n,))[c.perm],
+                                   self.rate, rtol=1e-12, err_msg="the node's rate limit vs torque_rate_limit")
         return node
 
     def close(self):
@@ -426,6 +440,17 @@ class Rig:
         """The node answers: lifecycle get_state is 'active' and a valid state gives a filtered command."""
         assert self.lifecycle_state() == "active"
         self.valid_command()
+
+
+def urdf_effort_limits(urdf_text):
+    """{joint name: effort limit} read from the URDF text (ElementTree, not the model loader)."""
+    import xml.etree.ElementTree as ET
+    out = {}
+    for j in ET.fromstring(urdf_text).iter("joint"):
+        lim = j.find("limit")
+        if lim is not None and lim.get("effort") is not None:
+            out[j.get("name")] = float(lim.get("effort"))
+    return out
 
 
 ARM = [f"panda_joint{i}" for i in range(1, 8)]
