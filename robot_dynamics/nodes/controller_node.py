@@ -27,7 +27,6 @@ Controller state topic `~/state` (sensor_msgs/JointState), one message per contr
     effort   = the commanded torque (after the safety filter), as on command_topic
 """
 import gc
-import signal
 import sys
 import threading
 import time
@@ -51,6 +50,7 @@ from trajectory_msgs.msg import MultiDOFJointTrajectory
 from ..control import CartesianReference, ControlLoop, JointReference, JointTrajectory
 from ..control import params as loop_params
 from ..control.params import LAW_KEYS, LAWS, SAFETY_KEYS, SIX_KEYS  # noqa: F401 (re-exported)
+from .. import realtime
 from ..dynamics import Model, self_check
 from .common import (EXECUTORS, REJECT_REASONS, RELIABILITIES, JointStateMapper, ParamSpec, check_value,
                      declare_all, make_executor, make_qos, map_joint_values, param_value,
@@ -124,6 +124,7 @@ GENERAL_PARAMS = [
               "single, with p99 1.3x the echo floor instead of 1.5-2x; but the computed-torque system "
               "test failed in 2 of 2 fresh-clone CI runs with it (not understood yet), so single stays "
               "the default; multi was unstable", "choices", EXECUTORS, startup=True),
+    *[ParamSpec(*p, startup=True) for p in realtime.PARAMS],   # applied by main() once the node exists
 ]
 assert {s.name for s in GENERAL_PARAMS} >= set(_LOOP), "every loop parameter is a node parameter"
 
@@ -254,8 +255,25 @@ class TorqueControllerNode(LifecycleNode):
         self._t_created = time.monotonic()
         self._autostart_timer = None
         self._autostart_logged = False
+        self.rt_report = None                  # realtime.apply's report once apply_realtime() ran
+        self._gc_ctl = realtime.GcControl(realtime.Settings())   # a no-op until apply_realtime()
         if self.get_parameter("autostart").value:
             self._autostart_timer = self.create_timer(0.05, self._guard(self._autostart, "autostart"))
+
+    def apply_realtime(self):
+        """Apply the rt_* parameters (realtime.apply) to this process, once, on the thread that will
+        spin (main() calls it before the executor exists).  Refusals are logged and reported on
+        /diagnostics; realtime.RealtimeError (a RuntimeError) when rt_required and one was refused."""
+        settings = realtime.settings_from(lambda n: self.get_parameter(n).value)
+
+        def log(text):                                 # one call site per severity (rclpy)
+            if "refused" in text:
+                self._log.warning(text)
+            else:
+                self._log.info(text)
+        self.rt_report = realtime.apply(settings, log=log)
+        self._gc_ctl = realtime.GcControl(settings)
+        return self.rt_report
 
     # ---------------------------------------------------------------- small helpers
     def _p(self, name):
@@ -713,6 +731,7 @@ class TorqueControllerNode(LifecycleNode):
         except Exception as e:                         # noqa: BLE001
             self._on_exception("control_step", e)
             return
+        self._gc_ctl.tick(now)                         # rt_gc_mode manual: after the command left
         if safe:
             return
         lat = time.perf_counter() - t0
@@ -924,6 +943,8 @@ class TorqueControllerNode(LifecycleNode):
             kv.append((f"rejected.joint_states.{r}", str(self.counts[f"rejected.joint_states.{r}"])))
         total = sum(v for k, v in self.counts.items() if k.startswith("rejected.joint_states."))
         kv.append(("rejected.joint_states", str(total)))
+        if self.rt_report is not None:
+            kv += realtime.diagnostics_values(self.rt_report)
         for k, v in sorted(self.counts.items()):
             if not k.startswith("rejected.joint_states.") and k != "watchdog_trips":
                 kv.append((k, str(v)))
@@ -952,6 +973,7 @@ def main(args=None):
         return 0
 
     def executor_for(node):
+        node.apply_realtime()                       # RealtimeError (rt_required): logged, exit code 1
         name = "multi" if "--multi-threaded" in extra else node.get_parameter("executor").value
         executor = make_executor(name)              # ValueError: logged, exit code 1
         node.get_logger().info(f"executor: {name}")

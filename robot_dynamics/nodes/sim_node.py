@@ -36,6 +36,7 @@ import threading
 import time
 
 import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import WrenchStamped
 from rclpy.exceptions import ParameterUninitializedException
 from rclpy.node import Node
@@ -46,6 +47,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 
+from .. import realtime
 from .runner import run
 
 # Every parameter the node declares: name -> (default, description).  Tests and the launch checks use
@@ -85,7 +87,11 @@ PARAMETERS = {
     "damping": (0.0, "viscous joint damping [N m s/rad], all joints"),
     "friction": (0.0, "joint friction loss [N m], all joints"),
     "effort_limits": (True, "clamp applied efforts at the URDF effort limits"),
+    "diagnostics_period": (1.0, "period of /diagnostics [s] (physics stats, the rt_* report); 0: none"),
 }
+# the real-time option (robot_dynamics/realtime.py), read at start-up, applied by main() to every
+# thread of the process (the physics thread included) once the node exists
+PARAMETERS.update({p[0]: (p[1], p[2]) for p in realtime.PARAMS})
 
 # Home poses used when `initial_positions` is not given (model order).
 HOME = {
@@ -205,6 +211,11 @@ class MujocoSimNode(Node):
         if self.ft_frame:
             self._wmsg.header.frame_id = self.ft_frame
         self.stats = {"cycles": 0, "steps": 0, "slips": 0, "bad_commands": 0, "timeouts": 0}
+        self.rt_report = None                   # realtime.apply's report once apply_realtime() ran
+        self._gc_ctl = realtime.GcControl(realtime.Settings())   # a no-op until apply_realtime()
+        if float(p["diagnostics_period"]) > 0:
+            self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+            self.create_timer(float(p["diagnostics_period"]), self._publish_diagnostics)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mujoco_sim", daemon=True)
         self._thread.start()
@@ -212,6 +223,32 @@ class MujocoSimNode(Node):
             f"simulating {m.name!r} ({self.n} joints) dt={self.dt} s rtf={p['real_time_factor']} "
             f"publish {p['publish_rate']} Hz on {p['joint_states_topic']}; commands on "
             f"{p['command_topic']}; F/T frame {self.ft_frame}")
+
+    def apply_realtime(self):
+        """Apply the rt_* parameters (realtime.apply) to the process, once (main() calls it before
+        the executor exists; the physics thread, already running, is covered by rt_scope process).
+        realtime.RealtimeError (a RuntimeError) when rt_required and a setting was refused."""
+        settings = realtime.settings_from(lambda n: self.p.get(n))
+
+        def log(text):                          # one call site per severity (rclpy)
+            if "refused" in text:
+                self.get_logger().warning(text)
+            else:
+                self.get_logger().info(text)
+        self.rt_report = realtime.apply(settings, log=log)
+        self._gc_ctl = realtime.GcControl(settings)
+        return self.rt_report
+
+    def _publish_diagnostics(self):
+        st = DiagnosticStatus(name=f"{self.get_name()}: mujoco sim", hardware_id=self.model.name,
+                              level=DiagnosticStatus.OK, message="ok")
+        kv = [(k, str(v)) for k, v in self.stats.items()] + [("sim_time", f"{self.sim.t:.3f}")]
+        if self.rt_report is not None:
+            kv += realtime.diagnostics_values(self.rt_report)
+        st.values = [KeyValue(key=k, value=v) for k, v in kv]
+        arr = DiagnosticArray(status=[st])
+        arr.header.stamp = self.get_clock().now().to_msg()
+        self._diag_pub.publish(arr)
 
     # ---- callbacks: convert, check, store ----
     def _on_command(self, msg):
@@ -315,6 +352,7 @@ class MujocoSimNode(Node):
                     self.stats["steps"] = steps
                     self.stats["cycles"] += 1
                     self._publish()
+                    self._gc_ctl.tick(now)      # rt_gc_mode manual: after the publish
                 next_wake += period
                 delay = next_wake - time.monotonic()
                 if delay < -period:     # late by more than a period: re-anchor the schedule
@@ -366,8 +404,14 @@ class MujocoSimNode(Node):
 
 
 def main(args=None):
-    """Spin until SIGINT / SIGTERM (repeated ones included), then exit 0 (nodes/runner.py)."""
-    return run(MujocoSimNode, args=args, exit_process=True)
+    """Spin until SIGINT / SIGTERM (repeated ones included), then exit 0 (nodes/runner.py).  The
+    rt_* parameters are applied once the node exists; rt_required and a refusal: exit code 1."""
+    from rclpy.executors import SingleThreadedExecutor
+
+    def executor_for(node):
+        node.apply_realtime()                   # RealtimeError: logged by the runner, exit code 1
+        return SingleThreadedExecutor()
+    return run(MujocoSimNode, args=args, executor_factory=executor_for, exit_process=True)
 
 
 if __name__ == "__main__":
