@@ -101,3 +101,18 @@ def test_single_state_rows_and_bad_shapes(model, pinb):
         rnea_batched(model.tree, bd, np.vstack([Q, Q]), V, A)
     with pytest.raises(ValueError, match="free-flyer"):
         BatchData(Model.from_robot("solo12").tree)
+
+
+def test_repeated_calls_reuse_buffers_not_results(model, pinb):
+    """The recursion reuses per-N work buffers across calls: a second batch of the same size (and a
+    gravity call in between) must not change the first result, and both must match Pinocchio."""
+    bd = BatchData(model.tree)
+    Q1, V1, A1 = states(model, 6, seed=8)
+    Q2, V2, A2 = states(model, 6, seed=9)
+    tau1 = rnea_batched(model.tree, bd, Q1, V1, A1)
+    g2 = gravity_batched(model.tree, bd, Q2)
+    tau2 = rnea_batched(model.tree, bd, Q2, V2, A2)
+    for k in range(6):
+        assert scaled_err(pinb.rnea(Q1[k], V1[k], A1[k]), tau1[k]) < TOL
+        assert scaled_err(pinb.rnea(Q2[k], V2[k], A2[k]), tau2[k]) < TOL
+        assert scaled_err(pinb.gravity(Q2[k]), g2[k]) < TOL

@@ -20,6 +20,11 @@ jcalc: Rz, Pz): body frame i' = body frame i rotated by Ra_i with Ra_i z = axis_
 A joint transform is then a few rows scaled by cos q and sin q, and Xtree one constant 6x6 product.
 Fixed-base trees of revolute, continuous and prismatic joints (every arm); a free-flyer raises
 ValueError (use the single-state algorithms there).
+
+Speed: the work arrays of a batch size N live in the BatchData and are reused by the next call with
+that N (so one BatchData per thread); every update is in place through out= or a scratch row, so a call
+allocates only its inputs' transposes and the returned tau.  On the Panda at N = 1000 this is what
+brings RNEA below a Python loop over raw pin.rnea (bench/batched.py).
 """
 import numpy as np
 
@@ -76,37 +81,47 @@ def _columns(bd, X, what, N=None):
     return np.ascontiguousarray(X.T)
 
 
-def _joint_transform(x, prismatic, c, s, q):
-    """x <- XJ x in place, for motion vectors x (6, ...) whose last axis is the state."""
+def _joint_transform(x, prismatic, c, s, q, t=None):
+    """x <- XJ x in place, for motion vectors x (6, ...) whose last axis is the state.
+    t: optional scratch (2, *x[0::3].shape) so that nothing is allocated."""
     if prismatic:                                            # v' = v - (z q) x w
         x[0] += q * x[4]
         x[1] -= q * x[3]
         return
     xs, ys = x[0::3], x[1::3]                                # rows x, y of the linear and angular parts
-    t = c * xs + s * ys                                      # Rz^T: x' = c x + s y
-    x[1::3] = c * ys - s * xs                                #       y' = c y - s x
-    x[0::3] = t
+    sx, sy = (np.empty((2,) + xs.shape) if t is None else t)
+    np.multiply(xs, s, out=sx)
+    np.multiply(ys, s, out=sy)
+    xs *= c                                                  # Rz^T: x' = c x + s y
+    xs += sy
+    ys *= c                                                  #       y' = c y - s x
+    ys -= sx
 
 
-def _joint_transform_T(f, prismatic, c, s, q):
+def _joint_transform_T(f, prismatic, c, s, q, t=None):
     """f <- XJ^T f in place, for forces f (6, N)."""
     if prismatic:                                            # n' = n + (z q) x f
         f[3] -= q * f[1]
         f[4] += q * f[0]
         return
     xs, ys = f[0::3], f[1::3]
-    t = c * xs - s * ys                                      # Rz: x' = c x - s y
-    f[1::3] = s * xs + c * ys                                #     y' = s x + c y
-    f[0::3] = t
+    sx, sy = (np.empty((2,) + xs.shape) if t is None else t)
+    np.multiply(xs, s, out=sx)
+    np.multiply(ys, s, out=sy)
+    xs *= c                                                  # Rz: x' = c x - s y
+    xs -= sy
+    ys *= c                                                  #     y' = s x + c y
+    ys += sx
 
 
-def _crf_add(v, h, out):
+def _crf_add(v, h, out, t=None):
     """out += v x* h, component by component; v, h, out have the 6 spatial components on their first
     axis (any trailing shape, broadcast): v x* h = [w x f; vl x f + w x n], v = [vl; w], h = [f; n].
-    (Products go through one scratch array: no temporaries allocated per term.)"""
+    (Products go through one scratch array t: no temporaries allocated per term.)"""
     vx, vy, vz, wx, wy, wz = v
     fx, fy, fz, nx, ny, nz = h
-    t = np.empty(np.broadcast_shapes(vx.shape, fx.shape))
+    if t is None:
+        t = np.empty(np.broadcast_shapes(vx.shape, fx.shape))
     for o, terms in ((out[0], ((wy, fz), (wz, fy))),
                      (out[1], ((wz, fx), (wx, fz))),
                      (out[2], ((wx, fy), (wy, fx))),
@@ -121,23 +136,55 @@ def _crf_add(v, h, out):
                 o += t
 
 
-def _backward(bd, f, Qt, c, s):
+class _Work:
+    """Buffers of one batch size, allocated on the first call with that N and reused (no allocation,
+    hence no page faults on fresh memory, in the recursion)."""
+
+    def __init__(self, nb, N):
+        self.va = np.empty((nb, 6, 2 * N))                   # [v_i | a_i] per body
+        self.Ih = np.empty((nb, 6, 2 * N))                   # [I v_i | I a_i]
+        self.x6 = np.empty((6, N))                           # Xtree^T XJ^T f_i
+        self.t4 = np.empty((2, 2, 2, N))                     # joint-rotation scratch, [v | a]
+        self.t2 = np.empty((2, 2, N))                        # joint-rotation scratch, forces
+        self.t1 = np.empty((2, N))                           # v_i x S qd
+        self.tc = np.empty((nb, N))                          # v x* I v products
+        self.cs = np.empty((2, nb, N))                       # cos q, sin q
+
+
+def _work(bd, N):
+    w = bd.__dict__.setdefault("_work", {})
+    if N not in w:
+        if len(w) > 4:
+            w.clear()
+        w[N] = _Work(bd.nb, N)
+    return w[N]
+
+
+def _backward(bd, f, Qt, c, s, w=None):
     """Backward pass on body forces f (nb, 6, N), consumed: tau_i = S^T f_i, f_p += Xup_i^T f_i.
     Returns tau (N, nv)."""
-    tau = np.empty((f.shape[2], bd.nb))
+    N = f.shape[2]
+    tau = np.empty((N, bd.nb))
+    x6 = np.empty((6, N)) if w is None else w.x6
+    t2 = None if w is None else w.t2
     for i in reversed(range(bd.nb)):
         pr = bd.prismatic[i]
         tau[:, i] = f[i, 2 if pr else 5]                     # tau_i = S_i^T f_i
         p = bd.parent[i]
         if p >= 0:
-            _joint_transform_T(f[i], pr, c[i], s[i], Qt[i])  # XJ^T f_i
-            f[p] += bd.XtreeT[i] @ f[i]                      # f_p += Xtree^T XJ^T f_i
+            _joint_transform_T(f[i], pr, c[i], s[i], Qt[i], t2)   # XJ^T f_i
+            np.matmul(bd.XtreeT[i], f[i], out=x6)            # f_p += Xtree^T XJ^T f_i
+            f[p] += x6
     return tau
 
 
-def _trig(bd, Qt):
+def _trig(bd, Qt, w=None):
     qb = Qt if bd.iq_identity else Qt[bd.iq]
-    return np.cos(qb), np.sin(qb), qb
+    if w is None:
+        return np.cos(qb), np.sin(qb), qb
+    np.cos(qb, out=w.cs[0])
+    np.sin(qb, out=w.cs[1])
+    return w.cs[0], w.cs[1], qb
 
 
 def rnea_batched(tree, bd, Q, V, A, fext=None):
@@ -146,8 +193,9 @@ def rnea_batched(tree, bd, Q, V, A, fext=None):
     Qt = _columns(bd, Q, "Q")
     N, nb = Qt.shape[1], bd.nb
     qd, qdd = _columns(bd, V, "V", N), _columns(bd, A, "A", N)   # 1-DoF joints: body i <-> dof i
-    c, s, qb = _trig(bd, Qt)
-    va = np.empty((nb, 6, 2 * N))                            # [v_i | a_i] per body: (6, 2N)
+    w = _work(bd, N)
+    c, s, qb = _trig(bd, Qt, w)
+    va, t1 = w.va, w.t1
     a0 = np.concatenate([-tree.gravity, np.zeros(3)])
     for i in range(nb):                                      # forward pass
         p, x = bd.parent[i], va[i]
@@ -155,7 +203,7 @@ def rnea_batched(tree, bd, Q, V, A, fext=None):
             x[:, :N] = 0.0
             x[:, N:] = (bd.Xtree[i] @ a0)[:, None]           # a_i = Xup_i a_0 (then XJ below)
         else:
-            np.dot(bd.Xtree[i], va[p], out=x)                # Xtree [v_p | a_p]
+            np.matmul(bd.Xtree[i], va[p], out=x)             # Xtree [v_p | a_p]
         v, a = x[:, :N], x[:, N:]
         if bd.prismatic[i]:
             _joint_transform(v, True, None, None, qb[i])
@@ -165,34 +213,37 @@ def rnea_batched(tree, bd, Q, V, A, fext=None):
             v[2] += qd[i]                                    # v_i = Xup v_p + S qd
             a[2] += qdd[i]                                   # a_i = Xup a_p + S qdd + v_i x S qd
         else:
-            _joint_transform(x.reshape(6, 2, N), False, c[i], s[i], None)
-            a[0::3] += qd[i] * v[1::3]                       # a += v_i x S qd = [vl x z; w x z] qd
-            a[1::3] -= qd[i] * v[0::3]
+            _joint_transform(x.reshape(6, 2, N), False, c[i], s[i], None, w.t4)
             v[5] += qd[i]                                    # v_i = Xup v_p + S qd
             a[5] += qdd[i]                                   # a_i = Xup a_p + S qdd + v_i x S qd
-    Ih = bd.inertias(tree) @ va                              # [I v | I a]
-    f = np.ascontiguousarray(Ih[:, :, N:])                   # f_i = I a_i + v_i x* I v_i
-    _crf_add(va[:, :, :N].transpose(1, 0, 2), Ih[:, :, :N].transpose(1, 0, 2), f.transpose(1, 0, 2))
+            np.multiply(v[1::3], qd[i], out=t1)              # v_i x S qd = [vl x z; w x z] qd
+            a[0::3] += t1                                    # (v_i's z row does not enter)
+            np.multiply(v[0::3], qd[i], out=t1)
+            a[1::3] -= t1
+    Ih = np.matmul(bd.inertias(tree), va, out=w.Ih)          # [I v | I a]
+    f = Ih[:, :, N:]                                         # f_i = I a_i + v_i x* I v_i
+    _crf_add(va[:, :, :N].transpose(1, 0, 2), Ih[:, :, :N].transpose(1, 0, 2), f.transpose(1, 0, 2), w.tc)
     if fext is not None:
         fe = np.asarray(fext, dtype=float)
         fe = fe.transpose(1, 2, 0) if fe.ndim == 3 else fe[:, :, None]
         f -= bd.E @ fe if fe.shape[2] == N or fe.shape[2] == 1 else fe
-    return _backward(bd, f, qb, c, s)
+    return _backward(bd, f, qb, c, s, w)
 
 
 def gravity_batched(tree, bd, Q):
     """g(q) for every row of Q: RNEA with v = a = 0, so only a_i = Xup_i a_p and f_i = I_i a_i."""
     Qt = _columns(bd, Q, "Q")
     N, nb = Qt.shape[1], bd.nb
-    c, s, qb = _trig(bd, Qt)
-    a = np.empty((nb, 6, N))
+    w = _work(bd, N)
+    c, s, qb = _trig(bd, Qt, w)
+    a, f = w.va.reshape(-1)[:nb * 6 * N].reshape(nb, 6, N), w.Ih.reshape(-1)[:nb * 6 * N].reshape(nb, 6, N)
     a0 = np.concatenate([-tree.gravity, np.zeros(3)])
     for i in range(nb):
         p = bd.parent[i]
         if p < 0:
             a[i] = (bd.Xtree[i] @ a0)[:, None]
         else:
-            np.dot(bd.Xtree[i], a[p], out=a[i])
-        _joint_transform(a[i], bd.prismatic[i], c[i], s[i], qb[i])   # a_i = Xup_i a_p
-    f = bd.inertias(tree) @ a                                # f_i = I_i a_i
-    return _backward(bd, f, qb, c, s)
+            np.matmul(bd.Xtree[i], a[p], out=a[i])
+        _joint_transform(a[i], bd.prismatic[i], c[i], s[i], qb[i], w.t2)   # a_i = Xup_i a_p
+    np.matmul(bd.inertias(tree), a, out=f)                   # f_i = I_i a_i
+    return _backward(bd, f, qb, c, s, w)
