@@ -16,6 +16,8 @@ Arguments:
   realtime           true (default): libfranka requires a real-time kernel; false: RealtimeConfig.Ignore
   sim_clock          false (default); true: the bridge publishes /clock from the robot's time and the
                      controller uses it (franky-sim, which can fall behind the wall clock)
+  command_timeout    the bridge's watchdog, s ('' : the bridge config's 0.1 s); franky-sim on a loaded
+                     host: 1.0 (command gaps of 0.3 s are seen there, and each trips a 0.1 s watchdog)
   bridge_config, controller_config   parameter files replacing the defaults above
 The controller's compensate_gravity is forced false (the Franka adds gravity); the bridge checks it
 again and refuses commands that carry g(q).
@@ -45,13 +47,18 @@ def _nodes(context):
     share = get_package_share_directory(PACKAGE)
     lc = {k: LaunchConfiguration(k).perform(context) for k in (
         "robot", "robot_ip", "controller", "mode", "realtime", "sim_clock", "bridge_config",
-        "controller_config")}
+        "controller_config", "command_timeout")}
     prefix = CONFIG_PREFIX[lc["robot"]]
     bridge_cfg = lc["bridge_config"] or os.path.join(share, "config", f"{prefix}_bridge.yaml")
     law_cfg = lc["controller_config"] or os.path.join(share, "config", f"{prefix}_{lc['controller']}.yaml")
     sim_clock = _truthy(lc["sim_clock"])
     bridge_over = {"robot_ip": lc["robot_ip"], "mode": lc["mode"], "realtime": _truthy(lc["realtime"]),
                    "publish_clock": sim_clock}
+    if lc["command_timeout"]:
+        try:
+            bridge_over["command_timeout"] = float(lc["command_timeout"])
+        except ValueError:
+            raise RuntimeError(f"command_timeout:={lc['command_timeout']!r} is not a number of seconds") from None
     no_gravity = {f"{lc['controller']}.compensate_gravity": False}
     if lc["mode"] == "in_process":
         return [Node(package=PACKAGE, executable="franka_bridge", name="franka_bridge", output="screen",
@@ -74,6 +81,8 @@ def generate_launch_description():
                               description="require a real-time kernel (false: RealtimeConfig.Ignore)"),
         DeclareLaunchArgument("sim_clock", default_value="false",
                               description="/clock from the robot's time (franky-sim)"),
+        DeclareLaunchArgument("command_timeout", default_value="",
+                              description="bridge watchdog [s] ('': the bridge config's)"),
         DeclareLaunchArgument("bridge_config", default_value="", description="bridge parameters file"),
         DeclareLaunchArgument("controller_config", default_value="", description="controller parameters file"),
         OpaqueFunction(function=_nodes),
