@@ -55,9 +55,12 @@ from .runner import run
 # value (it then comes from the model); an empty string means the same for strings.
 PARAMETERS = {
     "robot": ("panda", "example-robot-data name (robot_dynamics.dynamics.robots.ROBOTS)"),
-    "urdf_path": ("", "URDF file; overrides `robot`"),
+    "urdf_path": ("", "URDF file (.urdf, or .xacro expanded with xacro_args); overrides `robot`"),
+    "xacro_args": (Parameter.Type.STRING_ARRAY, "xacro arguments 'name:=value' for a .xacro urdf_path"),
     "robot_description": ("", "URDF text; overrides `urdf_path` and `robot`"),
-    "joints": (Parameter.Type.STRING_ARRAY, "joint order of the command array and of /joint_states (default: model order)"),
+    "joints": (Parameter.Type.STRING_ARRAY, "joint order of the command array and of /joint_states (default: model order); "
+               "a subset of the model's joints: those are simulated on a fixed base, every other joint "
+               "locked at zero (any example-robot-data arm, e.g. of a mobile manipulator)"),
     "initial_positions": (Parameter.Type.DOUBLE_ARRAY, "start configuration in `joints` order (default: a robot-specific "
                                  "home pose, else zero clamped into the limits)"),
     "dt": (0.001, "physics step [s]"),
@@ -87,6 +90,11 @@ PARAMETERS = {
     "damping": (0.0, "viscous joint damping [N m s/rad], all joints"),
     "friction": (0.0, "joint friction loss [N m], all joints"),
     "effort_limits": (True, "clamp applied efforts at the URDF effort limits"),
+    "payload.frame": ("", "frame carrying a rigid payload (MujocoSim payload); '': none"),
+    "payload.mass": (0.0, "payload mass [kg]"),
+    "payload.com": ([0.0, 0.0, 0.0], "payload centre of mass in payload.frame [m]"),
+    "payload.inertia": ([0.0] * 6, "payload inertia about its centre of mass in payload.frame's axes: ixx ixy "
+                        "ixz iyy iyz izz [kg m^2]"),
     "diagnostics_period": (1.0, "period of /diagnostics [s] (physics stats, the rt_* report); 0: none"),
 }
 # the real-time option (robot_dynamics/realtime.py), read at start-up, applied by main() to every
@@ -101,14 +109,30 @@ HOME = {
 }
 
 
-def load_model(robot="panda", urdf_path="", robot_description=""):
-    """The Model the node simulates: robot_description text > urdf_path > example-robot-data name."""
+def load_model(robot="panda", urdf_path="", robot_description="", xacro_args=None, joints=None):
+    """The Model the node simulates: robot_description text > urdf_path (.urdf or .xacro, with
+    `xacro_args` ['name:=value', ...]) > example-robot-data name.  `joints` (a list): only those move,
+    on a fixed base, every other joint locked."""
     from ..dynamics import Model
+    kw = {"active_joints": list(joints), "floating_base": False} if joints else {}
     if robot_description:
-        return Model.from_urdf_string(robot_description)
+        return Model.from_description(robot_description, **kw)
     if urdf_path:
-        return Model.from_urdf_file(urdf_path)
-    return Model.from_robot(robot)
+        return Model.from_description(urdf_path, xacro_args=parse_xacro_args(xacro_args) or None, **kw)
+    return Model.from_robot(robot, **kw)
+
+
+def parse_xacro_args(items):
+    """['name:=value', ...] (as on the xacro command line) -> {name: value}; ValueError on another form
+    (the controller node has the same rule)."""
+    out = {}
+    for a in items or []:
+        if a:
+            name, sep, value = str(a).partition(":=")
+            if not sep or not name.strip():
+                raise ValueError(f"xacro_args: expected 'name:=value', got {a!r}")
+            out[name.strip()] = value
+    return out
 
 
 # Where the F/T sensor sits when `ft_sensor_frame` is not given: the flange.
@@ -136,9 +160,10 @@ class MujocoSimNode(Node):
             except ParameterUninitializedException:
                 p[name] = None
         self.p = p
-        self.model = load_model(p["robot"], p["urdf_path"], p["robot_description"])
-        m = self.model
         joints = [j for j in (p["joints"] or []) if j]
+        self.model = load_model(p["robot"], p["urdf_path"], p["robot_description"], p["xacro_args"],
+                                joints)
+        m = self.model
         self.joints = joints or list(m.joint_names)
         missing = [j for j in self.joints if j not in m.joint_names]
         if missing or len(set(self.joints)) != len(self.joints):
@@ -160,8 +185,14 @@ class MujocoSimNode(Node):
         self.dt = float(p["dt"])
         if not (self.dt > 0 and p["real_time_factor"] > 0 and p["publish_rate"] > 0):
             raise ValueError("dt, real_time_factor and publish_rate must be positive")
+        payload = None
+        if p["payload.frame"]:
+            payload = dict(frame=m.check_frame(str(p["payload.frame"])), mass=float(p["payload.mass"]),
+                           com=[float(x) for x in p["payload.com"]],
+                           inertia=[float(x) for x in p["payload.inertia"]])
         self.sim = MujocoSim(m, dt=self.dt, damping=float(p["damping"]), friction=float(p["friction"]),
-                             ft_sensor_frame=self.ft_frame, effort_limits=bool(p["effort_limits"]))
+                             ft_sensor_frame=self.ft_frame, effort_limits=bool(p["effort_limits"]),
+                             payload=payload)
         q0 = list(p["initial_positions"] or [])
         if len(q0) == self.n:
             self.q0 = np.asarray(q0, dtype=float)[self.msg_to_model]
