@@ -211,6 +211,8 @@ class ControlLoop:
         self.wrench_frame_error = None
         if self.cartesian and p["sensor_frame"]:
             self.wrench_proc = self._make_wrench_processor(p["sensor_frame"])
+        self.state_seq, self.state_stamp = 0, None
+        self._make_observer(p)
         # state (model order), preallocated
         self.q, self.v = np.zeros(n), np.zeros(n)
         self.state = State(self.q, self.v, 0.0)
@@ -330,6 +332,9 @@ class ControlLoop:
             return False, "; ".join(errors)
         old_safety = self.safety.params
         try:
+            if self.observer is not None and ("observer.threshold" in plain or "observer.release" in plain):
+                thr = self._obs_threshold(plain.get("observer.threshold", self._p["observer.threshold"]))
+                self.observer.set_threshold(thr, plain.get("observer.release", self._p["observer.release"]))
             if safety_updates:
                 self.safety.set_params(safety_updates)
             if law_updates:
@@ -341,6 +346,105 @@ class ControlLoop:
         if "log_throttle_period" in plain:
             self._throttle.period = float(plain["log_throttle_period"])
         return True, ""
+
+    def _make_observer(self, p):
+        """The momentum observer (observer.* parameters), built once; None when not enabled."""
+        from .observer import MomentumObserver
+        self.observer = None
+        self.obs_wrench = None                     # the last wrench estimate [f; n] (None: none yet)
+        self.obs_wrench_stamp = None               # the loop time `t` of the state it was computed at
+        self.obs_edge = False                      # the flag changed at the last update
+        self._obs_last = None                      # `now` of the last observer update (None: reset)
+        self._obs_tau = np.zeros(self.n)
+        self._obs_q_prev = np.zeros(self.n)
+        self._obs_seq = -1                         # state_seq at the last observer update
+        self._obs_stamp = None
+        law_frame = self.law.params.get("frame") if self.cartesian else None
+        self.wrench_source = p["cartesian_impedance.wrench_source"] if self.cartesian else "sensor"
+        if not p["observer.enabled"]:
+            if self.wrench_source == "observer":
+                raise ValueError("cartesian_impedance.wrench_source: observer needs observer.enabled true")
+            return
+        frame = p["observer.frame"] or law_frame or self.model.frame_names[-1]
+        if frame not in self.model.frame_names:
+            raise ValueError(f"observer.frame: {frame!r} is not a frame of the model "
+                             f"(frames: {list(self.model.frame_names)})")
+        if self.wrench_source == "observer" and frame != (law_frame or self.model.frame_names[-1]):
+            raise ValueError(f"cartesian_impedance.wrench_source: observer needs observer.frame ({frame!r}) = "
+                             f"the law's frame ({law_frame!r})")
+        thr = self._obs_threshold(p["observer.threshold"])
+        try:
+            self.observer = MomentumObserver(self.model, self.gravity_backend,
+                                             gain=self._to_model_order(p["observer.gain"]), frame=frame,
+                                             reference="local", threshold=thr, release=p["observer.release"])
+        except ValueError as e:
+            raise ValueError(f"observer: {e}") from None
+        dag = p["observer.driver_adds_gravity"]
+        self.obs_adds_gravity = (not self.law.params.get("compensate_gravity", True)) if dag == "auto" \
+            else dag == "true"
+
+    def _obs_threshold(self, v):
+        """observer.threshold (joints order) -> model order, or None when all zero (no detection)."""
+        a = self._to_model_order(v)
+        if not np.any(a > 0):
+            return None
+        if np.any(a <= 0):
+            raise ValueError(f"observer.threshold: every element must be > 0 (or all 0: off), got {list(v)}")
+        return a
+
+    def _observe(self, now):
+        """One observer step with the torque applied since the last one (the command sent, + g(q) when
+        the driver adds gravity).  Reset (r = 0) after any gap: activation, a watchdog trip, a control
+        step more than watchdog_timeout after the last.  Never raises (errors.observer, reset)."""
+        obs = self.observer
+        self.obs_edge = False
+        if self.state_seq == self._obs_seq:               # no new measurement since the last update
+            return
+        stamp, last_stamp = self.state_stamp, self._obs_stamp
+        self._obs_seq, self._obs_stamp = self.state_seq, stamp
+        try:
+            if self._obs_last is None or now - self._obs_last > self._p["watchdog_timeout"] \
+                    or now <= self._obs_last:
+                self.obs_edge = obs.collision                 # a reset clears the flag
+                obs.reset(self.q, self.v)
+                self._obs_last = now
+                return
+            tau = self._obs_tau
+            tau[:] = self.tau
+            if self.obs_adds_gravity:
+                tau += self.gravity_backend.gravity(self._obs_q_prev)
+            was = obs.collision
+            dt = now - self._obs_last
+            if stamp is not None and last_stamp is not None and 0.0 < stamp - last_stamp <= \
+                    self._p["watchdog_timeout"]:
+                dt = stamp - last_stamp                       # when the states were measured
+            obs.update(self.q, self.v, tau, dt)
+            self._obs_last = now
+            if obs.collision != was:
+                self.obs_edge = True
+                if obs.collision:
+                    self.counts["observer.collisions"] += 1
+                    k = int(np.argmax(np.abs(obs.r) / obs.threshold))
+                    self._log("warn", f"collision: |r| of {self.model.joint_names[k]} = {abs(obs.r[k]):.2f} N m "
+                                      f"> {obs.threshold[k]:.2f} N m (reaction: {self._p['observer.on_collision']})")
+                    if self._p["observer.on_collision"] == "hold":
+                        self.pending_ref = None
+                        self.pose_target = None
+                        self.law.reset(self.state)
+        except ValueError as e:
+            self.exception("observer", e, now)
+            self._obs_last = None
+        finally:
+            self._obs_q_prev[:] = self.q
+
+    def observer_wrench(self, t=None):
+        """The wrench estimate [f; n] at observer.frame (local axes) at the current q; None without an
+        observer.  Computed on call (an SVD): call it at the publish rate, not every step."""
+        if self.observer is None:
+            return None
+        self.obs_wrench = self.observer.wrench(self.q)
+        self.obs_wrench_stamp = t
+        return self.obs_wrench
 
     def _make_wrench_processor(self, frame):
         self.model.check_frame(frame)
@@ -369,10 +473,13 @@ class ControlLoop:
         self.active = False
 
     # ------------------------------------------------------------------ inputs
-    def update_state(self, q, v, now):
-        """A valid joint state (model order; the values are copied)."""
+    def update_state(self, q, v, now, stamp=None):
+        """A valid joint state (model order; the values are copied).  `stamp` [s]: when it was measured
+        (the message's header stamp), used for the observer's dt when given (DDS delivery jitter)."""
         self.q[:] = q
         self.v[:] = v
+        self.state_seq += 1
+        self.state_stamp = stamp
         self.have_state = True
         self.last_ok = now
         self.latest_rejected = False
@@ -568,6 +675,9 @@ class ControlLoop:
             self.law.reset(st)
             self.need_reset = False
             self.pending_ref = None
+            self._obs_last = None                        # activation / after a trip: observer restarts
+        if self.observer is not None:
+            self._observe(now)
         if self.pending_ref is not None:
             ref, self.pending_ref = self.pending_ref, None
             try:
@@ -577,7 +687,10 @@ class ControlLoop:
         if self.pending_wrench:
             self.pending_wrench = False
             self._apply_target_wrench()
-        if self.cartesian:
+        if self.cartesian and self.wrench_source == "observer":
+            st.wrench = self.observer_wrench(t) if self._obs_last is not None else None
+            st.wrench_frame = ""                         # observer.frame = the law's frame, its axes
+        elif self.cartesian:
             self._process_wrench(now, dt)
         tau = self.law.compute(st)
         fallback = self._safe_torque if self._p["safe_command"] == "gravity" else None
@@ -670,6 +783,8 @@ class ControlLoop:
         self.safety.hold(tau)
         self.last_step = now
         self.last_pub = now
+        if self.observer is not None:
+            self._obs_last = None                        # the applied torque left the law: restart
         return tau
 
     def safe_ramp_time(self):
@@ -691,6 +806,10 @@ class ControlLoop:
         reasons = getattr(self.safety, "reasons", None)
         if reasons:
             kv.append(("safety.last_reasons", ",".join(map(str, reasons))))
+        if self.observer is not None:
+            kv += [("observer.collision", str(self.observer.collision)),
+                   ("observer.collisions", str(self.counts["observer.collisions"])),
+                   ("observer.max_abs_r", f"{float(np.max(np.abs(self.observer.r))):.3f}")]
         if not self.active:
             return OK, "inactive", kv
         if self.watchdog == "tripped":

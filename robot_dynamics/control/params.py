@@ -77,6 +77,25 @@ LOOP_PARAMS = [
     Spec("log_throttle_period", 1.0, "per-message conditions (rejected joint states, references, wrenches, "
          "watchdog) log at most one line per condition per this many seconds, plus the end of a logged "
          "episode; the counts in /diagnostics stay exact; 0: one line per episode", "nonneg", live=True),
+    Spec("observer.enabled", False, "run the generalized-momentum observer every control step (external joint "
+         "torques, a wrench estimate at observer.frame, a collision flag)"),
+    Spec("observer.gain", [50.0], "observer gain K [1/s] (1 or one per joint, > 0): time constant 1/K", "per_joint"),
+    Spec("observer.frame", "", "frame of the wrench estimate (about its origin, in its axes); empty: the "
+         "Cartesian law's frame, else the last frame of the model"),
+    Spec("observer.threshold", [0.0], "collision threshold per joint on |r| [N m] (1 or one per joint); "
+         "0: no collision detection", "per_joint", live=True),
+    Spec("observer.release", 0.5, "hysteresis: the flag clears when every |r_i| < release * threshold_i; "
+         "in (0, 1)", "positive", live=True),
+    Spec("observer.on_collision", "none", "reaction on the rising edge of the flag: none, or hold (the law "
+         "holds the current position)", "choices", ("none", "hold"), live=True),
+    Spec("observer.driver_adds_gravity", "auto", "the torque applied is the command + g(q) (a Franka adds "
+         "gravity itself); auto: true when the law's compensate_gravity is false", "choices",
+         ("auto", "true", "false")),
+    Spec("observer.publish_rate", 100.0, "rate of ~/external_wrench and ~/external_torque [Hz]; 0: every "
+         "control step (~/collision is published on every change)", "nonneg", live=True),
+    Spec("cartesian_impedance.wrench_source", "sensor", "the wrench the force control closes on: sensor (F/T "
+         "on wrench_topic) or observer (the momentum observer's estimate; needs observer.enabled and "
+         "observer.frame = the law's frame)", "choices", ("sensor", "observer")),
 ]
 
 # loop parameter -> SafetyParams field
