@@ -141,8 +141,11 @@ def bridge_params(sim, **over):
     # the controller (use_sim_time) then times trajectories and its watchdog on the robot's clock.
     # command_timeout 1 s (default 0.1 s): 0.3 s command gaps were seen with 4 processes at 1 kHz on
     # the 2 shared cores; the watchdog test sets its own
+    # signal_timeout 0.2 s (libfranka's own default is 50 ms): franky's torque thread in the bridge
+    # missed 50 ms on the shared 2-core machine under load and the motion ended before any test began
+    # (TorqueSignalTimeoutException)
     return {"robot_ip": sim.address, "realtime": False, "connect_timeout": 30.0, "diagnostics_period": 0.2,
-            "publish_clock": True, "command_timeout": 1.0, **over}
+            "publish_clock": True, "command_timeout": 1.0, "signal_timeout": 0.2, **over}
 
 
 def start_bridge(procs, sim, robot="fr3", **over):
