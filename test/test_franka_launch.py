@@ -20,8 +20,8 @@ pytestmark = pytest.mark.slow
 HOLD_TIME = 3.0           # s of robot time
 # joint impedance holding its own start pose (the Franka adds gravity): franky-sim's joint friction
 # holds the arm where it is, and any residual torque error e is taken by K; 5 mrad is e = 0.075 N m on
-# joint 7 (K 15 N m/rad), 2 N m on joints 1-4 (K 400): a law that does not hold (zero command with
-# gravity counted twice, a wrong sign) leaves this bound within a fraction of a second
+# joint 7 (K 15 N m/rad), 2 N m on joints 1-4 (K 400).  Seen failing with the applied torque's sign
+# flipped in hardware/franka.py (in_process: 1.6 to 3.0 rad of drift)
 HOLD_TOL = 5e-3           # rad, any joint
 
 
