@@ -6,8 +6,9 @@
 
 Microseconds per state: for each N, the best of --repeats runs of the whole batch (batched) or of the
 loop over its rows (loops), divided by N; the three run in turn within each repeat.  Times are the
-thread's CPU time (time.thread_time), not wall time: on a shared, loaded machine a long batch is
-preempted more often than a short one, which wall time would charge to it.  "pin loop" calls
+process's CPU time (time.process_time), not wall time: on a shared, loaded machine a long batch is
+preempted more often than a short one, which wall time would charge to it; and not the thread's, which
+would leave out the CPU of BLAS worker threads in the batched calls.  "pin loop" calls
 pin.rnea / computeGeneralizedGravity / computeJointTorqueRegressor on each row with Pinocchio's own q (no conversion, no checks); "ref loop"
 calls the single-state reference (`reference.rnea`, `reference.gravity`) on each row.  The loops are
 cut to --loop-cap rows (per-state cost does not depend on N for a loop) and say so with a '*'.
@@ -37,9 +38,9 @@ def best_us_per_state(fns, ns, repeats):
         fn()                                                 # warm up
     for _ in range(repeats):
         for k, fn in enumerate(fns):
-            t0 = time.thread_time()
+            t0 = time.process_time()
             fn()
-            best[k] = min(best[k], time.thread_time() - t0)
+            best[k] = min(best[k], time.process_time() - t0)
     return [1e6 * b / n for b, n in zip(best, ns)]
 
 
