@@ -42,7 +42,7 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray, MultiArrayDimension, String
+from std_msgs.msg import Bool, Float64MultiArray, MultiArrayDimension, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory as JointTrajectoryMsg
 from trajectory_msgs.msg import MultiDOFJointTrajectory
@@ -78,8 +78,15 @@ GENERAL_PARAMS = [
     ParamSpec("robot_description_timeout", 2.0,
               "autostart: seconds to wait for the robot_description topic before falling back to "
               "urdf_path / robot (waits indefinitely when neither is set)", "nonneg"),
-    ParamSpec("urdf_path", "", "URDF file, used when no robot_description is available"),
+    ParamSpec("urdf_path", "", "URDF file, used when no robot_description is available; a .xacro file is "
+              "expanded with xacro_args"),
+    ParamSpec("xacro_args", T.STRING_ARRAY, "xacro arguments 'name:=value' for a .xacro urdf_path"),
     ParamSpec("robot", "", "example-robot-data robot name (e.g. panda), the last fallback"),
+    ParamSpec("strict", False, "refuse a URDF whose inertials are not physically consistent (negative "
+              "mass, tensor not positive definite, triangle inequality broken, a joint moving no "
+              "inertia); false: load it, warn, and list the issues on /diagnostics (model_warnings)"),
+    ParamSpec("min_joint_inertia", 1e-6, "inertia [kg m^2] (kg for a prismatic joint) given to a joint that "
+              "moves none (a link without <inertial>), so that M stays invertible; 0: none", "nonneg"),
     _loop("joints"),
     _loop("backend"),
     ParamSpec("self_check_tolerance", 1e-9, "backend self-check tolerance at configure", "positive"),
@@ -117,6 +124,7 @@ GENERAL_PARAMS = [
     _loop("position_stiffness"),
     _loop("velocity_damping"),
     _loop("log_throttle_period"),
+    *[_loop(n) for n in _LOOP if n.startswith("observer.") or n == "cartesian_impedance.wrench_source"],
     ParamSpec("diagnostics_period", 1.0, "period of /diagnostics [s]", "positive", startup=True),
     ParamSpec("executor", "single", "rclpy executor of main(): SingleThreadedExecutor, "
               "rclpy.experimental.EventsExecutor or MultiThreadedExecutor (the --multi-threaded flag = "
@@ -127,6 +135,19 @@ GENERAL_PARAMS = [
     *[ParamSpec(*p, startup=True) for p in realtime.PARAMS],   # applied by main() once the node exists
 ]
 assert {s.name for s in GENERAL_PARAMS} >= set(_LOOP), "every loop parameter is a node parameter"
+
+
+def parse_xacro_args(items):
+    """['name:=value', ...] (as on the xacro command line) -> {name: value}; ValueError on another form."""
+    out = {}
+    for a in items or []:
+        if not a:
+            continue
+        name, sep, value = str(a).partition(":=")
+        if not sep or not name.strip():
+            raise ValueError(f"xacro_args: expected 'name:=value', got {a!r}")
+        out[name.strip()] = value
+    return out
 
 
 def law_param_specs():
@@ -357,6 +378,7 @@ class TorqueControllerNode(LifecycleNode):
     def _load_model(self, joints):
         """(model, source) from the first available description; ValueError naming the cause."""
         kw = {"active_joints": list(joints)} if joints else {}
+        kw.update(strict=bool(self._p("strict")), min_joint_inertia=float(self._p("min_joint_inertia")))
         rd = self._p("robot_description")
         if rd:
             src, urdf = "robot_description parameter", rd
@@ -364,10 +386,11 @@ class TorqueControllerNode(LifecycleNode):
             src, urdf = f"{self._p('robot_description_topic')} topic", self._rd_msg
         elif self._p("urdf_path"):
             src = f"urdf_path {self._p('urdf_path')}"
-            try:
-                with open(self._p("urdf_path")) as f:
-                    urdf = f.read()
-            except OSError as e:
+            xacro_args = parse_xacro_args(self._p("xacro_args"))     # ValueError naming a bad entry
+            try:                                       # a .urdf or a .xacro file (expanded here)
+                return Model.from_description(self._p("urdf_path"), xacro_args=xacro_args or None,
+                                              **kw), src
+            except Exception as e:                     # noqa: BLE001 (file, xacro, XML, inertia errors)
                 raise ValueError(f"{src}: {e}") from None
         elif self._p("robot"):
             src = f"robot {self._p('robot')!r}"
@@ -415,6 +438,8 @@ class TorqueControllerNode(LifecycleNode):
                 raise ValueError(err)
         c.model, c.source = self._load_model(joints)
         m = c.model
+        for w in m.warnings:                           # loaded anyway (strict false): say so once
+            self._log.warning(f"{c.source}: {w}")
         if m.floating_base:
             raise ValueError(f"{c.source}: a floating-base model; the controller needs a fixed base")
         if m.nq != m.nv:
@@ -457,6 +482,7 @@ class TorqueControllerNode(LifecycleNode):
         c.state_pub = self.create_publisher(JointState, "~/state", 10)
         c.jc_pub = (self.create_publisher(JointState, "~/joint_command", qos_out)
                     if self._p("publish_joint_command") else None)
+        self._make_observer_outputs(c)
         c.subs = [
             self.create_subscription(JointState, self._p("joint_states_topic"),
                                      self._guard(self._on_joint_state, "joint_states"), qos_in),
@@ -602,7 +628,9 @@ class TorqueControllerNode(LifecycleNode):
                 return
             ok = c.mapper.map(msg)
             if ok:
-                c.loop.update_state(c.mapper.q, c.mapper.v, now)
+                st = msg.header.stamp
+                c.loop.update_state(c.mapper.q, c.mapper.v, now,
+                                    (st.sec + st.nanosec * 1e-9) if (st.sec or st.nanosec) else None)
             else:
                 c.loop.reject_state(c.mapper.reason, c.mapper.detail, now)
             if self.active and c.step_timer is None:
@@ -728,6 +756,8 @@ class TorqueControllerNode(LifecycleNode):
             c.stamp_ns = ns = self._clock_handle.get_now().nanoseconds   # the one clock read: the law's
             tau, safe = c.loop.step(now, ns * 1e-9)                       # time and the message stamps
             self._send(tau, safe)
+            if c.obs_wrench_pub is not None:
+                self._publish_observer(c, now, safe)
         except Exception as e:                         # noqa: BLE001
             self._on_exception("control_step", e)
             return
@@ -739,6 +769,49 @@ class TorqueControllerNode(LifecycleNode):
         c.stats_lat_sum += lat
         if lat > c.stats_lat_max:
             c.stats_lat_max = lat
+
+    def _make_observer_outputs(self, c):
+        """~/external_wrench (WrenchStamped, frame_id = observer.frame), ~/external_torque (JointState,
+        r in `joints` order in effort) and ~/collision (Bool, TRANSIENT_LOCAL, on every change)."""
+        c.obs_wrench_pub = c.obs_torque_pub = c.collision_pub = None
+        obs = c.loop.observer
+        if obs is None:
+            return
+        c.obs_wrench_pub = self.create_publisher(WrenchStamped, "~/external_wrench", 1)
+        c.obs_torque_pub = self.create_publisher(JointState, "~/external_torque", 1)
+        c.collision_pub = self.create_publisher(
+            Bool, "~/collision", QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
+                                            reliability=ReliabilityPolicy.RELIABLE,
+                                            durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        c.obs_wrench_msg = WrenchStamped()
+        c.obs_wrench_msg.header.frame_id = obs.frame
+        c.obs_torque_msg = JointState(name=list(c.loop.joints))
+        c.obs_last_pub = -float("inf")
+        c.collision_pub.publish(Bool(data=False))
+
+    def _publish_observer(self, c, now, safe):
+        """After a control step: ~/collision on a change, the wrench and r at observer.publish_rate."""
+        loop = c.loop
+        if safe or loop._obs_last is None:
+            return
+        obs = loop.observer
+        if loop.obs_edge:
+            c.collision_pub.publish(Bool(data=bool(obs.collision)))
+        rate = loop.params["observer.publish_rate"]
+        if rate > 0 and now - c.obs_last_pub < 1.0 / rate:
+            return
+        c.obs_last_pub = now
+        sec, nanosec = divmod(c.stamp_ns, 1_000_000_000)
+        w = loop.observer_wrench(c.stamp_ns * 1e-9)
+        m = c.obs_wrench_msg
+        m.header.stamp.sec, m.header.stamp.nanosec = sec, nanosec
+        f, t = m.wrench.force, m.wrench.torque
+        f.x, f.y, f.z, t.x, t.y, t.z = (float(x) for x in w)
+        c.obs_wrench_pub.publish(m)
+        tm = c.obs_torque_msg
+        tm.header.stamp.sec, tm.header.stamp.nanosec = sec, nanosec
+        tm.effort = obs.r[loop.perm].tolist()
+        c.obs_torque_pub.publish(tm)
 
     def _send(self, tau, safe):
         """Publish, tell the loop when the command left (the rate limit counts from there), and keep
@@ -933,7 +1006,9 @@ class TorqueControllerNode(LifecycleNode):
                        ("joints", ",".join(c.joints)), ("trigger", self._p("trigger")),
                        ("loop_rate_hz", f"{steps / window:.1f}"),
                        ("step_latency_mean_us", f"{1e6 * lat_sum / steps:.1f}" if steps else "nan"),
-                       ("step_latency_max_us", f"{1e6 * lat_max:.1f}" if steps else "nan")]
+                       ("step_latency_max_us", f"{1e6 * lat_max:.1f}" if steps else "nan"),
+                       ("model_warnings", str(len(c.model.warnings)))]
+                kv += [(f"model_warning.{i}", w) for i, w in enumerate(c.model.warnings)]
                 lvl, msg, loop_kv = c.loop.diagnostics()
                 level = DIAG_LEVELS[lvl]
                 kv += loop_kv
