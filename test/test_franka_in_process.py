@@ -13,7 +13,7 @@ pytest.importorskip("franky")
 
 from franka_harness import fr3_model, gravity_of, js_arrays, rig, wait_robot_time  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.franky_sim]
 
 HOLD_TIME = 5.0
 HOLD_TOL = 5e-3           # rad

@@ -15,7 +15,7 @@ pytest.importorskip("franky")
 from franka_harness import FR3_JOINTS, BridgeProbe, FrankySim, js_arrays, wait_robot_time  # noqa: E402
 from test_ros2_tools import READY_TIMEOUT, Launch, assert_clean_exit  # noqa: E402  (skips without ros2)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.franky_sim]
 
 HOLD_TIME = 3.0           # s of robot time
 # joint impedance holding its own start pose (the Franka adds gravity): franky-sim's joint friction

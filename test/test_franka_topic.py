@@ -19,7 +19,7 @@ from franka_harness import (dump_logs, fr3_model, gravity_of, js_arrays, rig,  #
 from robot_dynamics.hardware.franka import scale_link_mass  # noqa: E402
 from robot_dynamics.nodes.processes import NodeProcesses  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.franky_sim]
 
 HOLD_TIME = 5.0           # s
 HOLD_TOL = 5e-3           # rad: largest joint drift while holding (gravity compensation law: ~zero torque)
