@@ -234,8 +234,11 @@ def test_cartesian_impedance_reaches_pose_and_yields_to_push(system, model):
         q = probe.q.copy()            # called under probe.lock by wait_for
         return fk(model, q)
 
-    probe.wait_for(lambda: np.linalg.norm(tcp()[1] - target) < CART_TOL, CART_SETTLE,
-                   check=procs.check_alive)
+    # settled = at the target and at rest: the orientation is judged at rest, where the rotational
+    # stiffness holds R0 (during the 70 mm step the critically damped task, D from the matrix formula,
+    # turned the TCP by up to 0.024-0.029 rad in fresh-clone runs before it came back)
+    probe.wait_for(lambda: np.linalg.norm(tcp()[1] - target) < CART_TOL and np.max(np.abs(probe.v)) < 1e-3,
+                   CART_SETTLE, check=procs.check_alive)
     procs.check_alive()
     q, _ = probe.snapshot()
     R, p = fk(model, q)
