@@ -505,12 +505,16 @@ class ControlLoop:
     def reject_reference(self, what, reason, now=None):
         """Count and log (throttled per `what`) a reference the caller could not convert."""
         self.counts[f"rejected.{what}"] += 1
-        now = time.monotonic() if now is None else now
-        if self._throttle.allow(f"ref.{what}", now):
-            n = self._throttle.take_suppressed(f"ref.{what}")
-            extra = f" ({n} more not logged since the last line)" if n else ""
-            self._log("warn", f"{what} rejected: {reason}{extra}")
+        self._log_throttled(f"ref.{what}", "warn", f"{what} rejected: {reason}", now)
         return False, reason
+
+    def _log_throttled(self, key, level, text, now=None):
+        """One line per `key` per throttle period; the next line says how many were suppressed."""
+        now = time.monotonic() if now is None else now
+        if self._throttle.allow(key, now):
+            n = self._throttle.take_suppressed(key)
+            extra = f" ({n} more not logged since the last line)" if n else ""
+            self._log(level, text + extra)
 
     def set_reference(self, ref, what="reference", now=None):
         """A new reference, applied at the next step: JointReference / JointTrajectory (joint laws)
@@ -647,11 +651,8 @@ class ControlLoop:
     def exception(self, where, e, now=None):
         """Count (errors.<where>) and log an exception, throttled per `where`."""
         self.counts[f"errors.{where}"] += 1
-        now = time.monotonic() if now is None else now
-        if self._throttle.allow(f"errors.{where}", now):
-            n = self._throttle.take_suppressed(f"errors.{where}")
-            extra = f" ({n} more not logged since the last line)" if n else ""
-            self._log("error", f"{where}: {type(e).__name__}: {e} (publishing the safe command){extra}")
+        self._log_throttled(f"errors.{where}", "error",
+                            f"{where}: {type(e).__name__}: {e} (publishing the safe command)", now)
 
     def _control(self, now, t):
         """state -> law -> safety filter (the watchdog has passed)."""
