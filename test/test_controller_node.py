@@ -371,6 +371,9 @@ def test_self_check_failure_refuses_configure(rig, monkeypatch):
     node = rig.controller()
     wait_for(lambda: node.config_error, what="configure failure")
     assert "self-check" in node.config_error and "panda_joint4" in node.config_error
+    # config_error is set inside the configuring transition: the failed transition then ends in
+    # unconfigured (never inactive)
+    wait_for(lambda: node.lifecycle_state != "configuring", what="the end of the configuring transition")
     assert node.lifecycle_state == "unconfigured"
 
 
