@@ -31,6 +31,7 @@ BIN = Path(sys.executable).parent
 READY_TIMEOUT = 120.0     # s: both nodes up and the controller active, on a loaded 2-core machine
 EXIT_TIMEOUT = 40.0       # s: launch's SIGINT -> SIGTERM escalation is 5 s per stage
 CLI_TIMEOUT = 60.0
+RETRY = dict(timeout=20.0, attempts=3)    # for the calls that are safe to repeat (see ros2())
 
 for mod in ("launch", "launch_ros", "launch_testing", "ros2cli", "ros2launch"):
     pytest.importorskip(mod, reason=f"{mod} is not importable: install the ROS 2 launch tools "
@@ -140,10 +141,21 @@ def have_package(name):
                for p in tool_env()["AMENT_PREFIX_PATH"].split(os.pathsep) if p)
 
 
-def ros2(*args, timeout=CLI_TIMEOUT):
-    r = subprocess.run([str(BIN / "ros2"), *args], capture_output=True, text=True, env=tool_env(),
-                       timeout=timeout, preexec_fn=_default_sigint)
-    return r.returncode, r.stdout + r.stderr
+def ros2(*args, timeout=CLI_TIMEOUT, attempts=1):
+    """Run `ros2 *args`; (exit code, stdout + stderr).  `attempts` > 1 retries a call that hangs: the
+    ros2cli service verbs wait for the response without a timeout (ros2param's call_set_parameters
+    spins until the future completes), and a response DDS drops right after discovery leaves them
+    waiting forever (seen once in CI: `ros2 param set` hung 60 s on a node that answered the call
+    before and after).  Only for calls that are safe to repeat."""
+    for attempt in range(attempts):
+        try:
+            r = subprocess.run([str(BIN / "ros2"), *args], capture_output=True, text=True, env=tool_env(),
+                               timeout=timeout, preexec_fn=_default_sigint)
+            return r.returncode, r.stdout + r.stderr
+        except subprocess.TimeoutExpired:
+            if attempt == attempts - 1:
+                raise
+            print(f"`ros2 {' '.join(args)}` hung {timeout:.0f} s: retried")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -189,18 +201,18 @@ def test_sim_launch_ros2cli(tmp_path):
         assert rc == 0 and "shoulder_pan_joint" in out and "effort:" in out, out
 
         good = "[1400.0, 1400.0, 900.0, 140.0, 140.0, 45.0]"      # config: 1500 1500 1000 150 150 50
-        rc, out = ros2("param", "set", "/torque_controller", "joint_impedance.k_gains", good)
+        rc, out = ros2("param", "set", "/torque_controller", "joint_impedance.k_gains", good, **RETRY)
         assert rc == 0 and "Set parameter successful" in out, out
-        rc, out = ros2("param", "get", "/torque_controller", "joint_impedance.k_gains")
+        rc, out = ros2("param", "get", "/torque_controller", "joint_impedance.k_gains", **RETRY)
         assert good in out.replace("array('d', ", "").replace(")", ""), out
 
         rc, out = ros2("param", "set", "/torque_controller", "joint_impedance.k_gains",
-                       "[-1.0, 1400.0, 900.0, 140.0, 140.0, 45.0]")
+                       "[-1.0, 1400.0, 900.0, 140.0, 140.0, 45.0]", **RETRY)
         assert "Setting parameter failed" in out and "must be >= 0" in out, out
-        rc, out = ros2("param", "get", "/torque_controller", "joint_impedance.k_gains")
+        rc, out = ros2("param", "get", "/torque_controller", "joint_impedance.k_gains", **RETRY)
         assert good in out.replace("array('d', ", "").replace(")", ""), out     # unchanged
 
-        rc, out = ros2("service", "call", "/torque_controller/hold", "std_srvs/srv/Trigger")
+        rc, out = ros2("service", "call", "/torque_controller/hold", "std_srvs/srv/Trigger", **RETRY)
         assert rc == 0 and "success=True" in out, out
 
         rc, out = ros2("lifecycle", "set", "/torque_controller", "deactivate")
