@@ -37,7 +37,7 @@ applies a damping torque -D dq (robot holds its weight): the arm stops; franky's
 (`signal_timeout`) ends the torque motion if the bridge itself stalls.  A robot error (reflex,
 communication) ends the motion; the reason is logged and published; `~/recover` is the way back.
 """
-import math
+import gc
 import sys
 import threading
 import time
@@ -56,9 +56,11 @@ from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
+from .. import realtime
 from ..dynamics import Model, PinocchioBackend
 from ..hardware import franka as fh
 from .common import map_joint_values, pose_to_rp, trajectory_arrays
+from .runner import run
 
 MODES = ("topic", "in_process")
 PARAMETERS = {
@@ -100,6 +102,14 @@ PARAMETERS = {
     "diagnostics_period": (1.0, "[s]"),
     "record_latency": (False, "keep per-command latency samples (bench/franka_latency.py)"),
 }
+# the real-time option (robot_dynamics/realtime.py), applied once when the node is created, before the
+# robot connection (libfranka's control thread inherits the policy).  The bridge's garbage collector
+# defaults to `freeze`: a full collection of this process (rclpy, pinocchio, franky, numpy: ~57k
+# objects) takes ~30 ms on an idle core and far longer on a busy one, with the GIL held, while the
+# robot's control callback must answer every millisecond; franky ends the motion when it is stalled for
+# signal_timeout.  After the freeze the collector only scans what the loop itself allocates.
+PARAMETERS.update({p[0]: (p[1], p[2]) for p in realtime.PARAMS})
+PARAMETERS["rt_gc_mode"] = ("freeze", PARAMETERS["rt_gc_mode"][1] + " (bridge default: freeze, see above)")
 
 
 class FrankaBridge(Node):
@@ -164,8 +174,22 @@ class FrankaBridge(Node):
         self.create_timer(0.05, self._poll)
         self.create_timer(0.01, self._idle_state)
         self.create_timer(p["diagnostics_period"], self._publish_diagnostics)
+        self.rt_settings = realtime.settings_from(lambda n: p.get(n))
+        self.rt_report = realtime.apply(self.rt_settings, log=self._rt_log)   # RealtimeError: rt_required
         self._starter = threading.Thread(target=self._connect_and_start, daemon=True)
         self._starter.start()
+
+    def _rt_log(self, text):
+        if "refused" in text:                  # one call site per severity (rclpy)
+            self.get_logger().warning(text)
+        else:
+            self.get_logger().info(text)
+
+    def _freeze_gc(self):
+        """rt_gc_mode freeze / manual: what start-up built (the model, the loop) is frozen too."""
+        if self.rt_settings.gc_mode != "default":
+            gc.collect()
+            gc.freeze()
 
     # ---- start-up ----
     def _set_state(self, state, reason=""):
@@ -203,6 +227,7 @@ class FrankaBridge(Node):
                 self._set_state(fh.REFUSED, f"control loop: {type(e).__name__}: {e}")
                 self.get_logger().error(self.reason)
                 return
+        self._freeze_gc()
         if p["autostart"]:
             self._start_motion()
         else:
@@ -513,9 +538,12 @@ class FrankaBridge(Node):
         if self.arm.robot is None or self.arm.motion is None:
             return
         err = self.arm.poll()
-        if err is None and self.arm.callback_error:
-            err = "control callback: " + self.arm.callback_error
+        if self.arm.callback_error:
+            # an exception in the control callback: no torque was set in that cycle, so a run of them
+            # ends the motion by franky's signal timeout; the exception is the cause to report
+            cb = "control callback: " + self.arm.callback_error
             self.arm.callback_error = None
+            err = cb if err is None else f"{err} (after {cb})"
         if err is not None:
             self.n_errors += 1
             self.last_error = err
@@ -569,6 +597,7 @@ class FrankaBridge(Node):
                       "cross_check_coriolis": self.check.coriolis, "cross_check_ok": self.check.ok})
         if self.loop is not None:
             d.update(self._loop_diagnostics())
+        d.update(realtime.diagnostics_values(self.rt_report))
         return level, f"{st}: {reason}", d
 
     def _loop_diagnostics(self):
@@ -595,19 +624,9 @@ class FrankaBridge(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = FrankaBridge()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, rclpy.executors.ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.try_shutdown()
-    return 0
+    """Spin until SIGINT / SIGTERM (repeated ones included), then end the torque motion and exit 0
+    (nodes/runner.py); a node that cannot start (bad parameter, rt_required refused): exit code 1."""
+    return run(FrankaBridge, args=args, exit_process=True)
 
 
 if __name__ == "__main__":
