@@ -22,6 +22,12 @@ from robot_dynamics.nodes.processes import NodeProcesses, config_path
 FRANKY_SIM = Path(sys.executable).parent / "franky-sim"
 SIM_START_TIMEOUT = 60.0
 READY_TIMEOUT = 90.0      # s: sim + bridge (+ controller) up, commands flowing (a bound, not a speed)
+# Real-time priorities on the test machine (SCHED_FIFO where the OS permits; the nodes report refusals):
+# the bridge's libfranka callback thread above everything (franky ends the motion when it stalls
+# signal_timeout), then the simulated robot, then the controller node (topic mode).
+BRIDGE_RT = {"rt_sched_policy": "fifo", "rt_sched_priority": 45}
+SIM_RT_PRIORITY = 42
+CONTROLLER_RT = {"policy": "fifo", "priority": 40}
 _counter = itertools.count(1)
 FR3_JOINTS = [f"fr3_joint{i}" for i in range(1, 8)]
 
@@ -29,6 +35,16 @@ FR3_JOINTS = [f"fr3_joint{i}" for i in range(1, 8)]
 def sim_address():
     d = int(os.environ.get("ROS_DOMAIN_ID", "0")) % 250
     return f"127.{d}.{os.getpid() % 250}.{next(_counter)}"
+
+
+def _sim_preexec():
+    """franky-sim's process under SCHED_FIFO SIM_RT_PRIORITY (its threads inherit it), where the OS
+    permits: on the suite's 2 shared cores a starved simulator falls behind the wall clock; the real
+    robot is a machine of its own.  Refused: it runs normally."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(SIM_RT_PRIORITY))
+    except (OSError, AttributeError):
+        pass
 
 
 class FrankySim:
@@ -43,7 +59,7 @@ class FrankySim:
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen([str(FRANKY_SIM), "-s", "mujoco", "--hostname", self.address],
                                      stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=_sim_preexec)
         t_end = time.monotonic() + SIM_START_TIMEOUT
         while time.monotonic() < t_end:
             if self.proc.poll() is not None:
@@ -145,7 +161,7 @@ def bridge_params(sim, **over):
     # missed 50 ms on the shared 2-core machine under load and the motion ended before any test began
     # (TorqueSignalTimeoutException)
     return {"robot_ip": sim.address, "realtime": False, "connect_timeout": 30.0, "diagnostics_period": 0.2,
-            "publish_clock": True, "command_timeout": 1.0, "signal_timeout": 0.2, **over}
+            "publish_clock": True, "command_timeout": 1.0, "signal_timeout": 0.2, **BRIDGE_RT, **over}
 
 
 def start_bridge(procs, sim, robot="fr3", **over):
@@ -157,7 +173,7 @@ def start_controller(procs, law, robot="fr3", **over):
     # the controller waits for the bridge's /robot_description (no `robot` fallback in these configs)
     return procs.start("robot_dynamics.nodes.controller_node", name="torque_controller",
                        params_files=[config_path(f"{robot}_{law}.yaml")],
-                       params={"watchdog_timeout": 0.5, "use_sim_time": True, **over})
+                       params={"watchdog_timeout": 0.5, "use_sim_time": True, **over}, realtime=CONTROLLER_RT)
 
 
 def fr3_model(urdf):
