@@ -19,7 +19,8 @@ model order; the caller maps names and converts messages.
                                             # filter ramps from the last command sent
     loop.deactivate()                       # stop: step() returns the safe-command ramp from now on;
                                             # loop.safe_reached says when it has arrived
-    loop.update_state(q, v, now)            # a valid measurement (model order, already mapped)
+    loop.update_state(q, v, now, stamp=None, effort=None)   # a valid measurement (model order,
+                                            # already mapped; effort: the measured joint torques)
     loop.reject_state(reason, detail, now)  # an invalid one (counted; the safe command follows)
     ok, reason = loop.set_reference(ref)    # JointReference | JointTrajectory | CartesianReference |
                                             # CartesianTrajectory
@@ -34,6 +35,10 @@ model order; the caller maps names and converts messages.
     loop.counts                             # rejected.*, errors.*, watchdog_trips: exact
     level, message, kv = loop.diagnostics() # level 0 ok, 1 warn, 2 error; kv [(key, text), ...]
     loop.info                               # the law's reference / error (for ~/state)
+    ok, msg = loop.start_payload_id(now)    # payload identification run by the loop (payload_run.py,
+    ok, msg = loop.cancel_payload_id()      # payload_id.* parameters); the estimate in
+    ok, msg = loop.payload_status()         # loop.payload_estimate, attached by
+    ok, msg = loop.attach_payload_estimate();  ok, msg = loop.detach_payload_estimate()
 
 `now` is a monotonic time [s] from the caller (the node's clock, the robot's time, a test's fake
 clock); `t` is the law's time (trajectories), default `now`.
@@ -213,6 +218,13 @@ class ControlLoop:
             self.wrench_proc = self._make_wrench_processor(p["sensor_frame"])
         self.state_seq, self.state_stamp = 0, None
         self._make_observer(p)
+        dag = p["observer.driver_adds_gravity"]
+        self.driver_adds_gravity = (not self.law.params.get("compensate_gravity", True)) if dag == "auto" \
+            else dag == "true"
+        self.payload_run = None                    # the current / last PayloadRun
+        self.payload_estimate = None               # the last successful PayloadEstimate
+        self.effort = np.zeros(n)                  # the measured joint torques of the last state
+        self.have_effort = False
         # state (model order), preallocated
         self.q, self.v = np.zeros(n), np.zeros(n)
         self.state = State(self.q, self.v, 0.0)
@@ -431,6 +443,9 @@ class ControlLoop:
                         self.pending_ref = None
                         self.pose_target = None
                         self.law.reset(self.state)
+                    if self.payload_run is not None and self.payload_run.busy:   # holds where it is
+                        self._abort_payload_run("collision", restore=False)
+                        self.law.reset(self.state)
         except ValueError as e:
             self.exception("observer", e, now)
             self._obs_last = None
@@ -469,15 +484,24 @@ class ControlLoop:
 
     def deactivate(self):
         """Stop commanding: from now on step() returns the ramp to the safe command (check
-        `safe_reached`: once True, the caller may stop sending)."""
+        `safe_reached`: once True, the caller may stop sending).  A payload identification run aborts
+        (the arm goes back to the reference held before it once the loop is active again)."""
         self.active = False
+        self._abort_payload_run("deactivated")
 
     # ------------------------------------------------------------------ inputs
-    def update_state(self, q, v, now, stamp=None):
+    def update_state(self, q, v, now, stamp=None, effort=None):
         """A valid joint state (model order; the values are copied).  `stamp` [s]: when it was measured
-        (the message's header stamp), used for the observer's dt when given (DDS delivery jitter)."""
+        (the message's header stamp), used for the observer's dt when given (DDS delivery jitter).
+        `effort`: the measured joint torques (model order) or None (payload identification then uses
+        the command sent)."""
         self.q[:] = q
         self.v[:] = v
+        if effort is not None:
+            self.effort[:] = effort
+            self.have_effort = bool(np.all(np.isfinite(self.effort)))
+        else:
+            self.have_effort = False
         self.state_seq += 1
         self.state_stamp = stamp
         self.have_state = True
@@ -534,6 +558,7 @@ class ControlLoop:
         elif joint:
             if self.cartesian:
                 return self.reject_reference(what, f"{self.law_name} takes no joint reference", now)
+            self._abort_payload_run(f"a new {what} arrived (it is followed)", restore=False)
         else:
             return self.reject_reference(what, f"unknown reference type {type(ref).__name__}", now)
         self.pending_ref = ref
@@ -554,9 +579,10 @@ class ControlLoop:
         return True, ""
 
     def set_wrench(self, raw, frame_id, now):
-        """The F/T sensor's raw reading [f; n] in `frame_id` (ignored unless cartesian_impedance).  A
-        non-finite one is counted (rejected.wrench) and not used: force control runs open loop."""
-        if not self.cartesian:
+        """The F/T sensor's raw reading [f; n] in `frame_id` (ignored unless cartesian_impedance or
+        sensor_frame is set: payload identification from the F/T sensor).  A non-finite one is counted
+        (rejected.wrench) and not used: force control runs open loop."""
+        if not self.cartesian and not self._p["sensor_frame"]:
             return
         w = np.array(raw, dtype=float).reshape(-1)       # a new array: a step may be reading the old
         if w.shape != (6,) or not np.all(np.isfinite(w)):
@@ -582,6 +608,7 @@ class ControlLoop:
         self.pending_ref = None
         self.pose_target = None
         self.law.reset(self.state)
+        self._abort_payload_run("hold requested", restore=False)
         return True, "holding q = " + str(np.round(self.q, 4).tolist())
 
     def tare(self):
@@ -594,6 +621,78 @@ class ControlLoop:
             self.wrench_proc = self._make_wrench_processor(self._p["sensor_frame"] or self.wrench_raw_frame)
         self.wrench_proc.tare(self.wrench_raw, self.q)
         return True, "tared with " + str(np.round(self.wrench_raw, 3).tolist())
+
+    # ------------------------------------------------------------------ payload identification
+    def _payload_params(self, overrides=None):
+        p = {k[len("payload_id."):]: v for k, v in self._p.items() if k.startswith("payload_id.")}
+        p.update(overrides or {})
+        return p
+
+    def start_payload_id(self, now, overrides=None):
+        """Start a payload identification run with the payload_id.* parameters (overrides: {key without
+        the prefix: value}).  Returns at once (ok, message: what it will do, or why it cannot start);
+        the run then advances with every step()."""
+        from .payload_run import PayloadRun
+        try:
+            run = PayloadRun(self, self._payload_params(overrides))
+        except ValueError as e:
+            return False, f"refused: {e}"
+        msg = run.start(now, self.state.t)
+        self.payload_run = run
+        self._log("info", f"payload identification {msg}")
+        return True, msg
+
+    def _abort_payload_run(self, reason, restore=True):
+        run = self.payload_run
+        if run is not None and run.busy:
+            run.abort(reason, restore=restore)
+
+    def cancel_payload_id(self):
+        """Abort a running identification (the reference held before it is restored).  (ok, message)"""
+        run = self.payload_run
+        if run is None or not run.busy or run.done:
+            return False, "no identification running"
+        run.abort("cancelled")
+        return True, run.message
+
+    def payload_status(self):
+        """(a result is available, the running state or the last result / failure)."""
+        run = self.payload_run
+        if run is None:
+            return False, "no identification run yet"
+        return bool(run.ok), run.status()
+
+    def attach_payload_estimate(self):
+        """Attach the last estimate to the model (law, safety fallback and observer use it from the
+        next step).  Refused when there is none, a run is going, or its mass std is above
+        payload_id.max_mass_std of its mass.  (ok, message)"""
+        run = self.payload_run
+        if run is not None and run.busy and not run.done:
+            return False, "an identification is running"
+        est = run.estimate if run is not None else None
+        if est is None:
+            return False, "no estimate (run ~/identify_payload first)"
+        rel = est.mass_std / est.mass
+        if rel > self._p["payload_id.max_mass_std"]:
+            return False, (f"mass std {est.mass_std:.4f} kg is {100 * rel:.1f} % of the mass, above "
+                           f"payload_id.max_mass_std {self._p['payload_id.max_mass_std']}")
+        try:
+            est.attach(self.model, name=run.name, with_inertia=False)
+        except ValueError as e:
+            return False, str(e)
+        self.payload_estimate = est
+        return True, f"attached {run.name!r}: {est.mass:.4f} kg at {np.round(est.com, 4).tolist()} m ({est.frame})"
+
+    def detach_payload_estimate(self):
+        """Detach the payload named payload_id.name from the model.  (ok, message)"""
+        run = self.payload_run
+        if run is not None and run.busy and not run.done:
+            return False, "an identification is running"
+        name = self._p["payload_id.name"] or "payload"
+        if name not in self.model.payloads:
+            return False, f"no payload named {name!r} attached (attached: {sorted(self.model.payloads)})"
+        self.model.detach_payload(name)
+        return True, f"detached {name!r}"
 
     # ------------------------------------------------------------------ watchdog
     def check_watchdog(self, now):
@@ -622,6 +721,7 @@ class ControlLoop:
         if not retry:
             self.watchdog = "tripped"
             self.counts["watchdog_trips"] += 1
+            self._abort_payload_run("watchdog tripped")
         self._wd_episode.occur("tripped", now, "error", lambda extra: (
             f"watchdog: {why}: publishing the safe command ({self._p['safe_command']}){extra}"), retry)
 
@@ -685,6 +785,13 @@ class ControlLoop:
                 self.law.set_reference(ref)
             except ValueError as e:
                 self.reject_reference("reference", str(e), now)
+        run = self.payload_run
+        if run is not None and run.busy:
+            try:
+                run.step(now, t)
+            except Exception as e:                       # noqa: BLE001 (never the loop's problem)
+                self.exception("payload_id", e, now)
+                run.abort(f"{type(e).__name__}: {e}")
         if self.pending_wrench:
             self.pending_wrench = False
             self._apply_target_wrench()
@@ -811,6 +918,11 @@ class ControlLoop:
             kv += [("observer.collision", str(self.observer.collision)),
                    ("observer.collisions", str(self.counts["observer.collisions"])),
                    ("observer.max_abs_r", f"{float(np.max(np.abs(self.observer.r))):.3f}")]
+        run = self.payload_run
+        if run is not None:
+            kv.append(("payload_id.state", run.status()))
+            if run.estimate is not None:
+                kv.append(("payload_id.result", run.result_text()))
         if not self.active:
             return OK, "inactive", kv
         if self.watchdog == "tripped":

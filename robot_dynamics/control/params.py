@@ -96,6 +96,33 @@ LOOP_PARAMS = [
     Spec("cartesian_impedance.wrench_source", "sensor", "the wrench the force control closes on: sensor (F/T "
          "on wrench_topic) or observer (the momentum observer's estimate; needs observer.enabled and "
          "observer.frame = the law's frame)", "choices", ("sensor", "observer")),
+    # payload identification (control/payload_run.py): read at each start of a run
+    Spec("payload_id.source", "torques", "what the payload is identified from: torques (the joint states' "
+         "measured effort when they carry one, else the command sent, + g(q) when the driver adds gravity), "
+         "ft (the F/T sensor on wrench_topic; needs sensor_frame) or both", "choices", ("torques", "ft", "both"),
+         live=True),
+    Spec("payload_id.frame", "", "frame the payload is identified at (com in its axes); empty: sensor_frame "
+         "for ft / both, else observer.frame with the observer, else panda_hand_tcp if the model has it, else "
+         "the last frame", live=True),
+    Spec("payload_id.poses", 8, "number of static poses (an integer >= 3)", "positive", live=True),
+    Spec("payload_id.wrist_span", 1.0, "rotation of the last three joints between poses [rad] (clipped into "
+         "the limits minus payload_id.margin)", "positive", live=True),
+    Spec("payload_id.margin", 0.1, "distance kept from the position limits [rad]", "nonneg", live=True),
+    Spec("payload_id.move_time", 1.0, "shortest move between poses [s] (a rest-to-rest quintic, lengthened so "
+         "no joint exceeds payload_id.vel_frac of its velocity limit)", "positive", live=True),
+    Spec("payload_id.vel_frac", 0.5, "peak joint speed of the moves as a fraction (0, 1] of the velocity "
+         "limits", "positive", live=True),
+    Spec("payload_id.settle_velocity", 0.002, "a pose counts as at rest while every |v| is below this "
+         "[rad/s]", "positive", live=True),
+    Spec("payload_id.settle_time", 0.3, "time at rest per pose [s]; q and the torques are averaged over it",
+         "positive", live=True),
+    Spec("payload_id.max_hold", 4.0, "a pose not at rest this long after its move [s] aborts the run",
+         "positive", live=True),
+    Spec("payload_id.attach", False, "attach the estimate to the model when the run succeeds (else "
+         "~/attach_payload)", live=True),
+    Spec("payload_id.name", "payload", "name of the payload in the model (attach / detach)", live=True),
+    Spec("payload_id.max_mass_std", 0.05, "refuse to attach an estimate whose mass std / mass exceeds this",
+         "positive", live=True),
 ]
 
 # loop parameter -> SafetyParams field

@@ -1,0 +1,286 @@
+"""Payload identification run by the control loop itself (issue 17).  No ROS.
+
+A small state machine that `ControlLoop` steps every control cycle (so every front end gets it: the
+controller node over DDS, a hardware bridge in-process).  Static mode:
+
+    for each pose of static_poses(model, q_ref, poses, wrist_span, margin):
+        move    a rest-to-rest quintic from where the arm is (JointTrajectory), lasting at least
+                move_time and long enough that no joint exceeds vel_frac of its velocity limit
+        settle  wait until every |v_i| < settle_velocity, then average q, the joint torques (and the
+                F/T wrench) over settle_time s of rest; not at rest within max_hold s: abort
+        sample  PayloadIdentifier.add_torques / add_ft with the averages
+    solve       PayloadIdentifier.solve() (m, c; a ValueError aborts with its text)
+    return      a rest-to-rest move back to the reference held before the run (restored)
+
+    run = PayloadRun(loop, params)        # ValueError with the reason when it cannot start
+    run.start(now, t)                     # remembers the reference being held
+    run.step(now, t)                      # from ControlLoop._control, before the law runs
+    run.abort(reason, restore=True)       # cancel, watchdog trip, deactivate, a user reference, ...
+    run.done, run.ok, run.message, run.estimate, run.status()
+
+Torque source: the measured effort of the joint states when they carry one (ControlLoop.update_state
+effort=), else the command sent (+ g(q) when the driver adds gravity: a Franka adds it itself).  The
+joint-torque rows compare with the model's RNEA, so an attached payload of the same name is detached
+for the run and re-attached when the run fails.
+"""
+import numpy as np
+
+from .base import JointReference
+from .payload_id import PayloadIdentifier, inertial_params, static_poses
+from .trajectory import JointTrajectory
+
+JOINT_LAWS = ("computed_torque", "joint_impedance")
+SOURCES = ("torques", "ft", "both")
+
+
+def _default_frame(model):
+    names = list(model.frame_names)
+    return "panda_hand_tcp" if "panda_hand_tcp" in names else names[-1]
+
+
+class PayloadRun:
+    """See the module docstring.  `params`: the loop's `payload_id.*` values (without the prefix)."""
+
+    def __init__(self, loop, params):
+        p = dict(params)
+        if loop.law_name not in JOINT_LAWS:
+            raise ValueError(f"the active law is {loop.law_name}; payload identification needs a joint "
+                             f"law ({' or '.join(JOINT_LAWS)}) to move the arm through its poses")
+        if not loop.active:
+            raise ValueError("the controller is not active")
+        if not loop.have_state or loop.watchdog != "ok" or loop.latest_rejected:
+            raise ValueError("no valid joint state (watchdog not ok)")
+        run = loop.payload_run
+        if run is not None and run.busy:
+            raise ValueError(f"an identification is already running ({run.status()})")
+        law = loop.law
+        if law.trajectory is not None and not law.trajectory.done(loop.state.t) and law.trajectory.started:
+            raise ValueError("a joint trajectory is being followed; identify once it has ended")
+        if loop.pending_ref is not None or law.trajectory is not None and not law.trajectory.started:
+            raise ValueError("a new reference is pending; identify once it is being held")
+        n = int(p["poses"]) if float(p["poses"]) == int(p["poses"]) else -1
+        if n < 3:
+            raise ValueError(f"payload_id.poses: {p['poses']} must be an integer >= 3")
+        if not 0 < p["vel_frac"] <= 1:
+            raise ValueError(f"payload_id.vel_frac: {p['vel_frac']} must be in (0, 1]")
+        self.source = p["source"]
+        if self.source not in SOURCES:
+            raise ValueError(f"payload_id.source: {self.source!r} is not one of {list(SOURCES)}")
+        m = self.model = loop.model
+        self.loop, self.p, self.n_poses = loop, p, n
+        self.use_ft = self.source in ("ft", "both")
+        self.use_tau = self.source in ("torques", "both")
+        sensor = loop.params["sensor_frame"] or loop.wrench_raw_frame
+        frame = p["frame"]
+        if self.use_ft:
+            if loop.wrench_raw is None:
+                raise ValueError(f"payload_id.source {self.source}: no F/T wrench received (set sensor_frame "
+                                 f"and publish on the wrench topic)")
+            if frame and frame != sensor:
+                raise ValueError(f"payload_id.frame {frame!r}: with source {self.source} it must be the F/T "
+                                 f"sensor frame {sensor!r} (or empty)")
+            frame = sensor
+        elif not frame:
+            obs = loop.observer
+            frame = obs.frame if obs is not None else _default_frame(m)
+        if frame not in m.frame_names:
+            raise ValueError(f"payload_id.frame: {frame!r} is not a frame of the model")
+        self.frame = frame
+        self.name = p["name"] or "payload"
+        tool = None
+        if self.use_ft and loop.params["tool_mass"] > 0:
+            tool = inertial_params(loop.params["tool_mass"], loop.params["tool_com"])
+        self.pid = PayloadIdentifier(m, loop.gravity_backend, frame, tool=tool)
+        # torques: the measured effort when the states carry it, else the command (+ g(q) when the driver
+        # adds gravity); decided at start and kept for the whole run
+        self.measured = self.use_tau and loop.have_effort
+        if self.use_tau and not self.measured and not loop.total_steps:
+            raise ValueError("no command sent yet and no measured effort: nothing to take torques from")
+        self.adds_gravity = loop.driver_adds_gravity
+        self.done, self.ok, self.message, self.estimate = False, False, "", None
+        self.phase = "idle"
+        self.k = 0
+        self.restore_pending = False
+        self.detached = None
+        self.duration_estimate = None
+
+    # ------------------------------------------------------------------ start
+    def start(self, now, t):
+        loop, law = self.loop, self.loop.law
+        self.q_ref = np.array(law.q_d if law.q_d is not None else loop.q, dtype=float).copy()
+        self.poses = static_poses(self.model, self.q_ref, self.n_poses, self.p["wrist_span"], self.p["margin"])
+        self.t_start = now
+        if self.name in self.model.payloads:           # the rows compare with the payload-free model
+            self.detached = self.model.payloads[self.name]
+            self.model.detach_payload(self.name)
+        vmax = self._vmax()
+        est, prev = 0.0, self.q_ref
+        for pose in list(self.poses) + [self.q_ref]:
+            est += self._move_time(prev, pose, vmax) + self.p["settle_time"] + 0.5
+            prev = pose
+        self.duration_estimate = est
+        self._begin_move(now, t, self.poses[0])
+        return (f"started: static, {self.n_poses} poses at {self.frame}, source {self.source}"
+                f"{' (measured effort)' if self.measured else ' (command sent)' if self.use_tau else ''}, "
+                f"about {est:.0f} s")
+
+    def _vmax(self):
+        vl = np.array(self.model.velocity_limits, dtype=float)
+        vl = np.where(np.isfinite(vl) & (vl > 0), vl, 1.0)
+        return self.p["vel_frac"] * vl
+
+    def _move_time(self, a, b, vmax):
+        d = np.abs(np.asarray(b) - np.asarray(a))
+        return max(self.p["move_time"], 15.0 / 8.0 * float(np.max(d / vmax)))
+
+    def _begin_move(self, now, t, target):
+        loop = self.loop
+        T = self._move_time(loop.q, target, self._vmax())
+        traj = JointTrajectory([T], [target], lower=None, upper=None)
+        loop.law.set_reference(traj)                   # starts at the next compute, from the state then
+        self.traj = traj
+        self.phase = "move"
+        self.target = np.array(target, dtype=float)
+
+    # ------------------------------------------------------------------ per step
+    @property
+    def busy(self):
+        """Moving the arm (poses, settling, the way back) or about to move it back."""
+        return self.phase in ("move", "settle", "return") or self.restore_pending
+
+    def step(self, now, t):
+        """One control cycle (the state is fresh; the law runs right after)."""
+        if self.restore_pending:
+            self._restore(now, t)
+            return
+        loop = self.loop
+        if self.phase == "move":
+            if self.traj.started and self.traj.done(t):
+                self.phase = "settle"
+                self.hold_start = now
+                self._reset_window(now)
+            return
+        if self.phase == "settle":
+            v = loop.v
+            if float(np.max(np.abs(v))) >= self.p["settle_velocity"]:
+                self._reset_window(now)
+            else:
+                if self.win_n == 0:
+                    self.win_start = now
+                self.win_n += 1
+                self.win_q += loop.q
+                if self.use_tau:
+                    self.win_tau += self._torques()
+                if self.use_ft:
+                    if loop.wrench_raw is None or now - loop.wrench_time > loop.params["watchdog_timeout"]:
+                        self.abort("the F/T wrench went stale")
+                        return
+                    self.win_ft += loop.wrench_raw
+                if now - self.win_start >= self.p["settle_time"] and self.win_n >= 2:
+                    self._sample(now, t)
+                    return
+            if now - self.hold_start > self.p["max_hold"]:
+                self.abort(f"pose {self.k + 1}/{self.n_poses} not at rest within max_hold "
+                           f"{self.p['max_hold']} s (|v| max {float(np.max(np.abs(v))):.4f} rad/s, "
+                           f"settle_velocity {self.p['settle_velocity']})")
+            return
+        if self.phase == "return":
+            if self.traj.started and self.traj.done(t):
+                loop.law.set_reference(JointReference(self.q_ref.copy()))   # the reference restored
+                self.phase = "finished"
+                loop._log("info", f"payload identification: back at the previous reference after "
+                                  f"{now - self.t_start:.1f} s")
+
+    def _torques(self):
+        loop = self.loop
+        if self.measured:
+            return loop.effort
+        tau = loop.tau.copy()
+        if self.adds_gravity:
+            tau += loop.gravity_backend.gravity(loop.q)
+        return tau
+
+    def _reset_window(self, now):
+        n = self.model.nv
+        self.win_n, self.win_start = 0, now
+        self.win_q, self.win_tau, self.win_ft = np.zeros(n), np.zeros(n), np.zeros(6)
+
+    def _sample(self, now, t):
+        k = self.win_n
+        q = self.win_q / k
+        try:
+            if self.use_tau:
+                self.pid.add_torques(q, self.win_tau / k)
+            if self.use_ft:
+                self.pid.add_ft(q, self.win_ft / k)
+        except ValueError as e:
+            self.abort(f"pose {self.k + 1}: {e}")
+            return
+        self.k += 1
+        if self.k < self.n_poses:
+            self._begin_move(now, t, self.poses[self.k])
+            return
+        try:
+            est = self.pid.solve()
+        except ValueError as e:
+            self.abort(str(e))
+            return
+        self.estimate = est
+        self.ok = self.done = True
+        self.message = self.result_text()
+        self._begin_move(now, t, self.q_ref)           # back to the reference held before the run
+        self.phase = "return"
+        if self.p["attach"]:
+            ok, msg = self.loop.attach_payload_estimate()
+            self.message += f"; {msg}" if ok else f"; not attached: {msg}"
+        elif self.detached is not None:                # the run replaced the old estimate: keep it
+            self.message += f"; the previous {self.name!r} stays detached (call attach to use the new one)"
+        self.loop._log("info", f"payload identification: {self.message}")
+
+    # ------------------------------------------------------------------ ending
+    def abort(self, reason, restore=True):
+        """End the run without a result: `reason` goes into the message; restore: move back to the
+        reference held before the run at the next control step the law runs (False when the user's
+        own reference or hold takes over)."""
+        if not self.busy:
+            return
+        if self.done:                                  # interrupted on the way back: go back again later
+            self.restore_pending = restore
+            self.phase = "finished"
+            return
+        self.done, self.ok = True, False
+        self.message = f"aborted: {reason}"
+        self.phase = "aborted"
+        if self.detached is not None and self.name not in self.model.payloads:
+            frame, mass, com, Ic = self.detached
+            self.model.attach_payload(frame, mass, com, Ic, name=self.name)
+            self.message += f" ({self.name!r} re-attached)"
+        self.restore_pending = restore
+        if restore:
+            self.message += "; returning to the previous reference"
+        self.loop._log("warn", f"payload identification {self.message}")
+
+    def _restore(self, now, t):
+        self.restore_pending = False
+        self._begin_move(now, t, self.q_ref)
+        self.phase = "return"
+
+    # ------------------------------------------------------------------ reporting
+    def status(self):
+        if self.phase == "move":
+            return f"pose {self.k + 1}/{self.n_poses} moving"
+        if self.phase == "settle":
+            return f"pose {self.k + 1}/{self.n_poses} settling"
+        if self.phase == "return" and not self.ok:
+            return f"{self.message} (moving back)"
+        if self.phase == "return":
+            return f"returning to the previous reference; {self.message}"
+        return self.message or self.phase
+
+    def result_text(self):
+        e = self.estimate
+        rms = ", ".join(f"{'ft' if k == 'ft' else 'tau'} {v:.3g} {'N' if k == 'ft' else 'N m'}"
+                        for k, v in e.residual_rms.items())
+        return (f"mass {e.mass:.4f} +- {e.mass_std:.4f} kg, com {np.array2string(e.com, precision=4)} "
+                f"+- {np.array2string(e.com_std, precision=4)} m ({e.frame}), cond {e.cond:.1f}, "
+                f"residual rms {rms}, {self.n_poses} poses")
