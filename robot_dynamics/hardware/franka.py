@@ -220,12 +220,14 @@ def cross_check(backend, robot_model, q0, ee, index=None, tol=None, n=6, spread=
 # double gravity compensation guard
 # ------------------------------------------------------------------------------------------------
 class GravityGuard:
-    """Trips when the commanded torque looks like g(q): at low speed, its component along g(q) is
-    more than `fraction` of |g(q)| and what is left is smaller than `residual` of the command, for
-    `persist` seconds.  Off where |g(q)| < `min_gravity` N m (arm folded over its base: g tells
-    nothing).  The Franka adds gravity itself, so such a command lifts the arm with its weight."""
+    """Trips when the commanded torque looks like g(q): its component along g(q) is more than
+    `fraction` of |g(q)| and what is left is smaller than `residual` of the command, for `persist`
+    seconds, at joint speeds up to `max_speed`.  Off where |g(q)| < `min_gravity` N m (arm folded over
+    its base: g tells nothing).  The Franka adds gravity itself, so such a command lifts the arm with
+    its weight: the arm soon moves fast, so there is no speed limit by default (with one of 0.5 rad/s,
+    an arm thrown while commands arrived late was only caught at its joint limits, 1.4 rad away)."""
 
-    def __init__(self, fraction=0.5, residual=0.5, min_gravity=3.0, max_speed=0.5, persist=0.02):
+    def __init__(self, fraction=0.5, residual=0.5, min_gravity=3.0, max_speed=np.inf, persist=0.02):
         self.fraction, self.residual, self.min_gravity = fraction, residual, min_gravity
         self.max_speed, self.persist = max_speed, persist
         self.since = None
