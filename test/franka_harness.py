@@ -157,11 +157,14 @@ def bridge_params(sim, **over):
     # the controller (use_sim_time) then times trajectories and its watchdog on the robot's clock.
     # command_timeout 1 s (default 0.1 s): 0.3 s command gaps were seen with 4 processes at 1 kHz on
     # the 2 shared cores; the watchdog test sets its own
-    # signal_timeout 0.2 s (libfranka's own default is 50 ms): franky's torque thread in the bridge
-    # missed 50 ms on the shared 2-core machine under load and the motion ended before any test began
-    # (TorqueSignalTimeoutException)
+    # signal_timeout 1 s (franky's default is 50 ms): franky times it on the wall clock from the last
+    # set_torque, and set_torque is called from the callback of each state the robot sends; franky-sim
+    # is a Python MuJoCo server on the same 2 shared cores, and its own stalls (seen: 256 ms without a
+    # state, the bridge's callback idle meanwhile; 50 ms stalls are common, e.g. the kernel's RT
+    # throttling) ended the motion with TorqueSignalTimeoutException.  A real robot does not stall; the
+    # bridge's own watchdog (command_timeout) is what the tests of the stop check
     return {"robot_ip": sim.address, "realtime": False, "connect_timeout": 30.0, "diagnostics_period": 0.2,
-            "publish_clock": True, "command_timeout": 1.0, "signal_timeout": 0.2, **BRIDGE_RT, **over}
+            "publish_clock": True, "command_timeout": 1.0, "signal_timeout": 1.0, **BRIDGE_RT, **over}
 
 
 def start_bridge(procs, sim, robot="fr3", **over):
@@ -174,6 +177,17 @@ def start_controller(procs, law, robot="fr3", **over):
     return procs.start("robot_dynamics.nodes.controller_node", name="torque_controller",
                        params_files=[config_path(f"{robot}_{law}.yaml")],
                        params={"watchdog_timeout": 0.5, "use_sim_time": True, **over}, realtime=CONTROLLER_RT)
+
+
+def sim_joint_friction():
+    """Coulomb friction (MuJoCo frictionloss, N m) of fr3_joint1..7 in franky-sim's own model
+    (assets/fr3.xml: a joint's attribute, else the `fr3` default class's)."""
+    import xml.etree.ElementTree as ET
+    import franky_sim
+    root = ET.parse(Path(franky_sim.__file__).parent / "assets" / "fr3.xml").getroot()
+    default = float(root.find(".//default[@class='fr3']/joint").get("frictionloss"))
+    joints = {j.get("name"): j for j in root.iter("joint") if j.get("name")}
+    return np.array([float(joints[n].get("frictionloss", default)) for n in FR3_JOINTS])
 
 
 def fr3_model(urdf):

@@ -15,7 +15,7 @@ rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("franky")
 
 from franka_harness import (dump_logs, fr3_model, gravity_of, js_arrays, rig,  # noqa: E402
-                            start_bridge, start_controller, wait_robot_time)
+                            sim_joint_friction, start_bridge, start_controller, wait_robot_time)
 from robot_dynamics.hardware.franka import scale_link_mass  # noqa: E402
 from robot_dynamics.nodes.processes import NodeProcesses  # noqa: E402
 
@@ -29,12 +29,18 @@ K_TOL = 0.1               # relative: stiffness measured from torque and deflect
 CART_TOL = 3e-3           # m: TCP drift while holding with Cartesian impedance
 TRAJ_STEP = np.array([0.2, -0.15, 0.2, 0.2, 0.2, -0.2, 0.2])
 TRAJ_T = 2.0              # s
-# final error 1.5 s after the end: franky-sim's joint friction (frictionloss 0.25..1.14 N m) leaves up
-# to friction / K: 0.017 rad on joint 7 (K 15 N m/rad); 0.005 elsewhere
-TRAJ_FINAL_TOL = np.array([5e-3] * 6 + [0.02])
+# final error 1.5 s after the end: franky-sim's joint friction (frictionloss 0.25..1.14 N m, read from
+# its model) stops the arm anywhere within friction / K of the set-point (joint 7: 0.248 / 15 = 0.017
+# rad; joint 6: 0.44 / 50 = 0.009 rad); 20 % and 1 mrad on top
+TRAJ_FINAL_TOL = 1.2 * sim_joint_friction() / K_J + 1e-3
 TRAJ_RMS_TOL = 0.05       # rad: RMS of the largest joint error over the motion (DDS loop, loaded host)
 STOP_SPEED = 0.02         # rad/s: "stopped"
 STOP_TRAVEL = 0.15        # rad: most a joint may move between the kill and the stop
+GUARD_TRAVEL = 0.3        # rad: most a joint may move before the gravity guard stops the arm.  The
+                          #   controller ramps its command in (w g(q), w 0 -> 1) and the guard trips
+                          #   once w > 0.5 (GravityGuard.fraction): by then the arm has had up to half
+                          #   its weight as extra lift for part of a second.  Measured 0.185 rad with a
+                          #   loaded host; an arm not stopped goes to its joint limits (1.4 rad seen)
 RESUME_STEP_TOL = 1.5     # N m: largest change of applied torque between two robot states on resume
                           #      (franky's max_delta_tau 1 N m per cycle; two cycles may fall between states)
 
@@ -218,7 +224,7 @@ def test_double_gravity_compensation_stopped_by_dynamic_guard(ros, tmp_path):
         assert "gravity guard" in probe.diag["reason"] and int(probe.diag["gravity_guard_trips"]) >= 1
         wait_robot_time(probe, 1.0)
         q, v = probe.snapshot()
-        assert np.max(np.abs(q - q0)) < 0.1 and np.max(np.abs(v)) < STOP_SPEED
+        assert np.max(np.abs(q - q0)) < GUARD_TRAVEL and np.max(np.abs(v)) < STOP_SPEED
 
 
 def test_cross_check_refuses_a_wrong_urdf(ros, tmp_path):
