@@ -36,7 +36,7 @@ from collections import defaultdict
 import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
+from geometry_msgs.msg import InertiaStamped, PoseStamped, TwistStamped, WrenchStamped
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
@@ -125,6 +125,7 @@ GENERAL_PARAMS = [
     _loop("velocity_damping"),
     _loop("log_throttle_period"),
     *[_loop(n) for n in _LOOP if n.startswith("observer.") or n == "cartesian_impedance.wrench_source"],
+    *[_loop(n) for n in _LOOP if n.startswith("payload_id.")],
     ParamSpec("diagnostics_period", 1.0, "period of /diagnostics [s]", "positive", startup=True),
     ParamSpec("executor", "single", "rclpy executor of main(): SingleThreadedExecutor, "
               "rclpy.experimental.EventsExecutor or MultiThreadedExecutor (the --multi-threaded flag = "
@@ -190,10 +191,26 @@ TOPICS = [
      "controller state: position = reference, velocity = error, effort = command"),
     ("pub", "/diagnostics", "diagnostic_msgs/DiagnosticArray",
      "loop rate, step latency, safety-filter interventions, rejected messages, watchdog (diagnostics_period)"),
+    ("pub", "~/payload_estimate", "geometry_msgs/InertiaStamped",
+     "the last successful payload identification (reliable, TRANSIENT_LOCAL): m, com (in "
+     "header.frame_id = the identification frame); ixx..izz 0 (static poses do not give the inertia)"),
 ]
 SERVICES = [
     ("~/tare", "std_srvs/Trigger", "tare the wrench sensor with the current reading"),
     ("~/hold", "std_srvs/Trigger", "hold the current position (pose) as the reference"),
+    ("~/identify_payload", "std_srvs/Trigger",
+     "start a payload identification with the payload_id.* parameters (computed_torque / joint_impedance, "
+     "active); returns at once: what it will do, or why it is refused.  The result: ~/payload_estimate, "
+     "a log line, /diagnostics payload_id.result"),
+    ("~/identify_payload_status", "std_srvs/Trigger",
+     "success = a result is available; message = the running state, or the result (mass +- std, com +- "
+     "std, condition number, residual) or why the run failed"),
+    ("~/cancel_payload_identification", "std_srvs/Trigger",
+     "abort a running identification (the arm goes back to the reference held before it)"),
+    ("~/attach_payload", "std_srvs/Trigger",
+     "attach the last estimate to the model as payload_id.name (law, safety fallback, observer use it); "
+     "refused when mass std / mass > payload_id.max_mass_std"),
+    ("~/detach_payload", "std_srvs/Trigger", "detach payload_id.name from the model"),
 ]
 
 
@@ -269,6 +286,13 @@ class TorqueControllerNode(LifecycleNode):
         self._diag_last = time.monotonic()
         self.create_service(Trigger, "~/tare", self._on_tare)
         self.create_service(Trigger, "~/hold", self._on_hold)
+        self.create_service(Trigger, "~/identify_payload", self._payload_service("identify"))
+        self.create_service(Trigger, "~/identify_payload_status", self._payload_service("status"))
+        self.create_service(Trigger, "~/cancel_payload_identification", self._payload_service("cancel"))
+        self.create_service(Trigger, "~/attach_payload", self._payload_service("attach"))
+        self.create_service(Trigger, "~/detach_payload", self._payload_service("detach"))
+        self._payload_pub = self.create_publisher(InertiaStamped, "~/payload_estimate", QOS_LATCHED)
+        self._payload_published = None             # the PayloadRun whose estimate was published
         self._clock_handle = self.get_clock().handle   # one ROS clock read per step (sim time included)
         self._cache_params(HOT_PARAMS)
         self.add_on_set_parameters_callback(self._on_set_parameters)
@@ -460,6 +484,7 @@ class TorqueControllerNode(LifecycleNode):
                 and set(m.joint_names) <= set(last[1])):
             c.loop.safety.hold(np.array([last[1][j] for j in m.joint_names]))
         c.mapper = JointStateMapper(list(m.joint_names), require_velocity=self._p("require_velocity"))
+        c.effort_np = np.zeros(n)
         # messages with preallocated arrays (numpy views write into them)
         c.cmd_msg = Float64MultiArray()
         c.cmd_msg.layout.dim = [MultiArrayDimension(label="joints", size=n, stride=n)]
@@ -487,7 +512,7 @@ class TorqueControllerNode(LifecycleNode):
             self.create_subscription(JointState, self._p("joint_states_topic"),
                                      self._guard(self._on_joint_state, "joint_states"), qos_in),
         ]
-        if c.cartesian:                            # only cartesian_impedance reads the wrench
+        if c.cartesian or self._p("sensor_frame"):  # cartesian_impedance; payload_id from the F/T sensor
             c.subs.append(self.create_subscription(WrenchStamped, self._p("wrench_topic"),
                                                    self._guard(self._on_wrench, "wrench"), QOS_SENSOR))
         c.subs += [
@@ -629,8 +654,12 @@ class TorqueControllerNode(LifecycleNode):
             ok = c.mapper.map(msg)
             if ok:
                 st = msg.header.stamp
+                eff = msg.effort                       # measured torques (payload identification)
+                if len(eff) == len(msg.name):
+                    np.asarray(eff, dtype=np.float64).take(c.mapper._idx, out=c.effort_np)
                 c.loop.update_state(c.mapper.q, c.mapper.v, now,
-                                    (st.sec + st.nanosec * 1e-9) if (st.sec or st.nanosec) else None)
+                                    (st.sec + st.nanosec * 1e-9) if (st.sec or st.nanosec) else None,
+                                    c.effort_np if len(eff) == len(msg.name) else None)
             else:
                 c.loop.reject_state(c.mapper.reason, c.mapper.detail, now)
             if self.active and c.step_timer is None:
@@ -758,6 +787,9 @@ class TorqueControllerNode(LifecycleNode):
             self._send(tau, safe)
             if c.obs_wrench_pub is not None:
                 self._publish_observer(c, now, safe)
+            run = c.loop.payload_run
+            if run is not None and run.ok and run is not self._payload_published:
+                self._publish_payload(run)
         except Exception as e:                         # noqa: BLE001
             self._on_exception("control_step", e)
             return
@@ -932,6 +964,54 @@ class TorqueControllerNode(LifecycleNode):
             self.counts["errors.hold"] += 1
             resp.success, resp.message = False, f"{type(e).__name__}: {e}"
         return resp
+
+    def _payload_service(self, what):
+        """The Trigger handler of one payload identification service (identify returns at once: the
+        run advances with the control steps)."""
+        def handler(req, resp):
+            try:
+                with self._lock:
+                    c = self.c
+                    if c is None:
+                        resp.success, resp.message = False, "not configured"
+                        return resp
+                    loop = c.loop
+                    if what == "identify":
+                        if not self.active:
+                            resp.success, resp.message = False, "refused: the controller is not active"
+                        else:
+                            resp.success, resp.message = loop.start_payload_id(time.monotonic())
+                    elif what == "status":
+                        resp.success, resp.message = loop.payload_status()
+                    elif what == "cancel":
+                        resp.success, resp.message = loop.cancel_payload_id()
+                    elif what == "attach":
+                        resp.success, resp.message = loop.attach_payload_estimate()
+                    else:
+                        resp.success, resp.message = loop.detach_payload_estimate()
+                if what in ("attach", "detach") and resp.success:
+                    self._log.info(f"payload: {resp.message}")
+            except Exception as e:                     # noqa: BLE001
+                self.counts[f"errors.payload_{what}"] += 1
+                resp.success, resp.message = False, f"{type(e).__name__}: {e}"
+            return resp
+        return handler
+
+    def _publish_payload(self, run):
+        """~/payload_estimate (latched) of a successful run."""
+        self._payload_published = run
+        e = run.estimate
+        msg = InertiaStamped()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.frame_id = e.frame
+        msg.inertia.m = float(e.mass)
+        msg.inertia.com.x, msg.inertia.com.y, msg.inertia.com.z = (float(x) for x in e.com)
+        if e.inertia is not None:
+            I = e.inertia
+            i = msg.inertia
+            i.ixx, i.ixy, i.ixz, i.iyy, i.iyz, i.izz = (float(I[0, 0]), float(I[0, 1]), float(I[0, 2]),
+                                                        float(I[1, 1]), float(I[1, 2]), float(I[2, 2]))
+        self._payload_pub.publish(msg)
 
     def _on_tare(self, req, resp):
         try:
