@@ -12,7 +12,9 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("franky")
 
-from franka_harness import FR3_JOINTS, BridgeProbe, FrankySim, js_arrays, wait_robot_time  # noqa: E402
+from franka_harness import (BRIDGE_RT, FR3_JOINTS, BridgeProbe, FrankySim, js_arrays,  # noqa: E402
+                            wait_robot_time)
+from robot_dynamics.nodes.processes import config_path  # noqa: E402
 from test_ros2_tools import READY_TIMEOUT, Launch, assert_clean_exit  # noqa: E402  (skips without ros2)
 
 pytestmark = [pytest.mark.slow, pytest.mark.franky_sim]
@@ -25,12 +27,25 @@ HOLD_TIME = 3.0           # s of robot time
 HOLD_TOL = 5e-3           # rad, any joint
 
 
+def bench_bridge_config(tmp_path):
+    """config/fr3_bridge.yaml with the test bench's signal_timeout and real-time settings (see
+    franka_harness.bridge_params: franky-sim stalls on the shared cores), as a user's own
+    bridge_config:= file."""
+    import yaml
+    doc = yaml.safe_load(open(config_path("fr3_bridge.yaml")))
+    doc["/**"]["ros__parameters"].update({"signal_timeout": 1.0, **BRIDGE_RT})
+    path = tmp_path / "fr3_bridge_bench.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
 @pytest.mark.parametrize("mode", ["topic", "in_process"])
 def test_franka_launch(ros, tmp_path, mode):
     with FrankySim(tmp_path) as sim:
         launch = Launch(["robot_dynamics", "franka.launch.py", f"robot_ip:={sim.address}", "realtime:=false",
                          "sim_clock:=true", "command_timeout:=1.0", "controller:=joint_impedance",
-                         f"mode:={mode}"], tmp_path / "launch.log")
+                         f"mode:={mode}", f"bridge_config:={bench_bridge_config(tmp_path)}"],
+                        tmp_path / "launch.log")
         probe = BridgeProbe(name="franka_launch_probe",
                             **({"controller_ns": "/franka_bridge"} if mode == "in_process" else {}))
         probe.start()
