@@ -112,7 +112,7 @@ LOOP_PARAMS = [
          "no joint exceeds payload_id.vel_frac of its velocity limit)", "positive", live=True),
     Spec("payload_id.vel_frac", 0.5, "peak joint speed of the moves as a fraction (0, 1] of the velocity "
          "limits", "positive", live=True),
-    Spec("payload_id.settle_velocity", 0.002, "a pose counts as at rest while every |v| is below this "
+    Spec("payload_id.settle_velocity", 0.002, "a pose counts as at rest while every joint speed is below this "
          "[rad/s]", "positive", live=True),
     Spec("payload_id.settle_time", 0.3, "time at rest per pose [s]; q and the torques are averaged over it",
          "positive", live=True),
