@@ -38,10 +38,23 @@ os.environ.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 
 
-def start_sim(log_dir, address):
+RT = {"bridge": 45, "sim": 42, "controller": 40}    # --rt: SCHED_FIFO priorities (as the tests use)
+
+
+def _fifo(prio):
+    def pre():
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(prio))
+        except OSError:
+            pass
+    return pre
+
+
+def start_sim(log_dir, address, rt=False):
     log = open(Path(log_dir) / f"franky_sim_{address}.log", "w")
     p = subprocess.Popen([str(Path(sys.executable).parent / "franky-sim"), "-s", "mujoco", "--hostname", address],
-                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                         preexec_fn=_fifo(RT["sim"]) if rt else None)
     t_end = time.monotonic() + 60
     while time.monotonic() < t_end:
         if "Connect to the server" in Path(log.name).read_text(errors="replace"):
@@ -63,7 +76,7 @@ def end(p):
             pass
 
 
-def run_mode(mode, law, duration, address, log_dir):
+def run_mode(mode, law, duration, address, log_dir, rt=False):
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
@@ -72,14 +85,19 @@ def run_mode(mode, law, duration, address, log_dir):
     from robot_dynamics.nodes.processes import NodeProcesses, config_path
 
     procs = NodeProcesses(log_dir=log_dir)
-    sim = start_sim(log_dir, address)
+    sim = start_sim(log_dir, address, rt)
     bridge = ex = th = None
     try:
         over = [Parameter("robot_ip", value=address), Parameter("realtime", value=False),
                 Parameter("mode", value=mode), Parameter("record_latency", value=True),
                 Parameter("publish_clock", value=True), Parameter("connect_timeout", value=30.0),
                 # a latency run, not a watchdog test: a loaded host has DDS gaps over 0.1 s
-                Parameter("command_timeout", value=2.0)]
+                Parameter("command_timeout", value=2.0),
+                # franky-sim shares the host: its stalls read as a silent bridge to franky's
+                # wall-clock signal watchdog (0.05 s by default); see test/franka_harness.py
+                Parameter("signal_timeout", value=1.0)]
+        if rt:
+            over += [Parameter("rt_sched_policy", value="fifo"), Parameter("rt_sched_priority", value=RT["bridge"])]
         import yaml
         law_params = {}
         if mode == "in_process":
@@ -95,7 +113,8 @@ def run_mode(mode, law, duration, address, log_dir):
         th.start()
         if mode == "topic":
             procs.start("robot_dynamics.nodes.controller_node", name="torque_controller",
-                        params_files=[config_path(f"fr3_{law}.yaml")], params={"use_sim_time": True})
+                        params_files=[config_path(f"fr3_{law}.yaml")], params={"use_sim_time": True},
+                        realtime={"policy": "fifo", "priority": RT["controller"]} if rt else None)
         t_end = time.monotonic() + 120
         while bridge.state_name != "running" and time.monotonic() < t_end:
             time.sleep(0.05)
@@ -134,6 +153,8 @@ def main():
     ap.add_argument("--modes", default="topic,in_process")
     ap.add_argument("--law", default="joint_impedance")
     ap.add_argument("--duration", type=float, default=10.0, help="robot seconds per mode")
+    ap.add_argument("--rt", action="store_true", help="bridge (this process), franky-sim and controller under "
+                                                      "SCHED_FIFO 45 / 42 / 40 (where the OS permits)")
     a = ap.parse_args()
     import rclpy
     rclpy.init()
@@ -143,12 +164,13 @@ def main():
         for k, mode in enumerate(a.modes.split(",")):
             address = f"127.{int(os.environ['ROS_DOMAIN_ID']) % 250}.{200 + k}.{os.getpid() % 250}"
             try:
-                rows.append(run_mode(mode, a.law, a.duration, address, log_dir))
+                rows.append(run_mode(mode, a.law, a.duration, address, log_dir, a.rt))
             except Exception as e:          # noqa: BLE001  (report and go on with the other mode)
                 print(f"{mode}: {type(e).__name__}: {e}")
     finally:
         rclpy.try_shutdown()
-    print(f"\nFranka bridge vs franky-sim, law {a.law}, {a.duration:g} s of robot time per mode (logs {log_dir})")
+    print(f"\nFranka bridge vs franky-sim, law {a.law}, {a.duration:g} s of robot time per mode, "
+          f"{'SCHED_FIFO' if a.rt else 'normal scheduling'} (logs {log_dir})")
     print("| mode | applied | p50 [cycles] | p99 | p99.9 | max | late (>1 cycle) /10 s | lost cycles /10 s "
           "| answered | sim rate [Hz] |")
     print("|---|---|---|---|---|---|---|---|---|---|")
