@@ -42,6 +42,11 @@ def test_hold_in_process(ros, tmp_path):
         # compensate_gravity forced false: the robot's measured torque is its own g(q), not 2 g(q)
         assert np.max(np.abs(eff[-1] - gravity_of(dyn, model, q[-1], probe.joints))) < 0.5
         assert probe.diag.get("state") == "running"
+        # the real-time option the harness asked for (franka_harness.BRIDGE_RT) and the bridge's gc
+        # default, as the bridge reports them: applied, or refused with the OS's reason
+        assert probe.diag.get("rt.gc", "").startswith("ok freeze"), probe.diag
+        sched = probe.diag.get("rt.sched", "")
+        assert sched.startswith("ok fifo 45") or sched.startswith("refused: sched_setscheduler"), probe.diag
 
 
 def test_joint_impedance_stiffness_in_process(ros, tmp_path):
