@@ -157,6 +157,31 @@ def test_ft_source():
     assert m_err < MASS_REL_TOL and c_err < COM_TOL
 
 
+@pytest.mark.slow
+def test_excitation_mode_identifies_mass_com_and_inertia():
+    """Bug: accelerations not aligned with the torques (the central difference of v against the torque
+    of one period only, or at the wrong sample), or the moving samples solved without the inertia.
+    mode excitation (the loop follows a bounded multi-sine), measured effort: the sim's 3 kg payload
+    within 2 % / 5 mm, its inertia about the com within 1 % (Frobenius; measured 0.007 %, while a torque
+    or acceleration misaligned by one control period gave 3-4 %), and back at the held pose."""
+    payload = dict(mass=3.0, com=[-0.03, 0.02, 0.08], inertia=[0.02, 1e-3, 0, 0.015, 2e-3, 0.01])
+    Ic = np.array([[0.02, 1e-3, 0], [1e-3, 0.015, 2e-3], [0, 2e-3, 0.01]])
+    rig = Rig(payload)
+    rig.run(0.5)
+    sag = float(np.max(np.abs(rig.sim.q - Q_HOME)))
+    run = rig.identify(mode="excitation", duration=6.0, vel_frac=0.3)
+    assert run.ok, run.message
+    e = run.estimate
+    m_err, c_err = abs(e.mass / 3.0 - 1), rel_com_err(e, payload)
+    i_err = float(np.linalg.norm(e.inertia - Ic) / np.linalg.norm(Ic))
+    print(f"\nexcitation: mass err {100 * m_err:.4f} %, com err {1e3 * c_err:.4f} mm, inertia err {100 * i_err:.3f} %")
+    assert m_err < MASS_REL_TOL and c_err < COM_TOL and i_err < 0.01
+    rig.run(0.5)
+    assert np.max(np.abs(rig.sim.q - Q_HOME)) < sag + 1e-3
+    ok, msg = rig.loop.attach_payload_estimate()
+    assert ok and "point mass" not in msg, msg
+
+
 def _start_and_run_into_pose(rig, k=2):
     """Start a run and stop mid-move to pose k+1; rig.sag = the hold's static error before the run (the
     unattached payload's sag: the arm returns to that, not to the exact reference)."""

@@ -677,11 +677,12 @@ class ControlLoop:
             return False, (f"mass std {est.mass_std:.4f} kg is {100 * rel:.1f} % of the mass, above "
                            f"payload_id.max_mass_std {self._p['payload_id.max_mass_std']}")
         try:
-            est.attach(self.model, name=run.name, with_inertia=False)
+            with_inertia = est.attach(self.model, name=run.name)
         except ValueError as e:
             return False, str(e)
         self.payload_estimate = est
-        return True, f"attached {run.name!r}: {est.mass:.4f} kg at {np.round(est.com, 4).tolist()} m ({est.frame})"
+        return True, (f"attached {run.name!r}: {est.mass:.4f} kg at {np.round(est.com, 4).tolist()} m ({est.frame})"
+                      + ("" if with_inertia else ", a point mass (no physical inertia estimate)"))
 
     def detach_payload_estimate(self):
         """Detach the payload named payload_id.name from the model.  (ok, message)"""

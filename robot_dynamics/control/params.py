@@ -104,6 +104,13 @@ LOOP_PARAMS = [
     Spec("payload_id.frame", "", "frame the payload is identified at (com in its axes); empty: sensor_frame "
          "for ft / both, else observer.frame with the observer, else panda_hand_tcp if the model has it, else "
          "the last frame", live=True),
+    Spec("payload_id.mode", "static", "static (poses held at rest: mass and com) or excitation (a bounded "
+         "multi-sine around the held reference: mass, com and inertia)", "choices", ("static", "excitation"),
+         live=True),
+    Spec("payload_id.duration", 8.0, "excitation: its duration [s] (with a 1 s fade in and out)", "positive",
+         live=True),
+    Spec("payload_id.acc_max", 4.0, "excitation: joint acceleration cap [rad/s^2]", "positive", live=True),
+    Spec("payload_id.sample_period", 0.01, "excitation: one sample per this [s]", "positive", live=True),
     Spec("payload_id.poses", 8, "number of static poses (an integer >= 3)", "positive", live=True),
     Spec("payload_id.wrist_span", 1.0, "rotation of the last three joints between poses [rad] (clipped into "
          "the limits minus payload_id.margin)", "positive", live=True),

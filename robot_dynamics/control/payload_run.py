@@ -10,6 +10,11 @@ controller node over DDS, a hardware bridge in-process).  Static mode:
                 F/T wrench) over settle_time s of rest; not at rest within max_hold s: abort
         sample  PayloadIdentifier.add_torques / add_ft with the averages
     solve       PayloadIdentifier.solve() (m, c; a ValueError aborts with its text)
+Excitation mode (payload_id.mode excitation): instead of the poses, an ExcitationTrajectory around the
+held reference (duration, vel_frac of the velocity limits, acc_max, margin) is the law's reference,
+sampled every sample_period with the measured q, v and the acceleration by a central difference of the
+measured v over two control periods (the torque averaged over the same two periods); the solve then
+includes the inertia (about the com).
     return      a rest-to-rest move back to the reference held before the run (restored)
 
     run = PayloadRun(loop, params)        # ValueError with the reason when it cannot start
@@ -26,7 +31,7 @@ for the run and re-attached when the run fails.
 import numpy as np
 
 from .base import JointReference
-from .payload_id import PayloadIdentifier, inertial_params, static_poses
+from .payload_id import ExcitationTrajectory, PayloadIdentifier, inertial_params, static_poses
 from .trajectory import JointTrajectory
 
 JOINT_LAWS = ("computed_torque", "joint_impedance")
@@ -63,6 +68,9 @@ class PayloadRun:
             raise ValueError(f"payload_id.poses: {p['poses']} must be an integer >= 3")
         if not 0 < p["vel_frac"] <= 1:
             raise ValueError(f"payload_id.vel_frac: {p['vel_frac']} must be in (0, 1]")
+        self.mode = p.get("mode", "static")
+        if self.mode not in ("static", "excitation"):
+            raise ValueError(f"payload_id.mode: {self.mode!r} is not one of ['static', 'excitation']")
         self.source = p["source"]
         if self.source not in SOURCES:
             raise ValueError(f"payload_id.source: {self.source!r} is not one of {list(SOURCES)}")
@@ -118,6 +126,20 @@ class PayloadRun:
         for pose in list(self.poses) + [self.q_ref]:
             est += self._move_time(prev, pose, vmax) + self.p["settle_time"] + 0.5
             prev = pose
+        if self.mode == "excitation":
+            p = self.p
+            try:
+                self.exc = ExcitationTrajectory(self.model, self.q_ref, duration=p["duration"],
+                                                vel_frac=p["vel_frac"], acc_max=p["acc_max"], margin=p["margin"])
+            except ValueError as e:
+                self.abort(str(e), restore=False)
+                return f"refused: {e}"
+            self.t_exc0, self.buf, self.last_sample = t, [], -np.inf
+            self.phase = "excite"
+            est = p["duration"] + self._move_time(loop.q, self.q_ref, vmax)
+            self.duration_estimate = est
+            return (f"started: excitation, {p['duration']:.1f} s at {self.frame}, source {self.source}"
+                    f"{' (measured effort)' if self.measured else ' (command sent)' if self.use_tau else ''}")
         self.duration_estimate = est
         self._begin_move(now, t, self.poses[0])
         return (f"started: static, {self.n_poses} poses at {self.frame}, source {self.source}"
@@ -146,7 +168,7 @@ class PayloadRun:
     @property
     def busy(self):
         """Moving the arm (poses, settling, the way back) or about to move it back."""
-        return self.phase in ("move", "settle", "return") or self.restore_pending
+        return self.phase in ("move", "settle", "excite", "return") or self.restore_pending
 
     def step(self, now, t):
         """One control cycle (the state is fresh; the law runs right after)."""
@@ -154,6 +176,9 @@ class PayloadRun:
             self._restore(now, t)
             return
         loop = self.loop
+        if self.phase == "excite":
+            self._excite(now, t)
+            return
         if self.phase == "move":
             if self.traj.started and self.traj.done(t):
                 self.phase = "settle"
@@ -205,6 +230,38 @@ class PayloadRun:
         self.win_n, self.win_start = 0, now
         self.win_q, self.win_tau, self.win_ft = np.zeros(n), np.zeros(n), np.zeros(6)
 
+    def _excite(self, now, t):
+        loop, te = self.loop, t - self.t_exc0
+        qd, vd, ad = self.exc.sample(te)
+        loop.law.set_reference(JointReference(qd, vd, ad))
+        ts = loop.state_stamp if loop.state_stamp is not None else now     # when it was measured
+        ft = None
+        if self.use_ft:
+            if loop.wrench_raw is None or now - loop.wrench_time > loop.params["watchdog_timeout"]:
+                self.abort("the F/T wrench went stale")
+                return
+            ft = loop.wrench_raw.copy()
+        buf = self.buf
+        if buf and ts <= buf[-1][0]:
+            return                                     # no new measurement
+        buf.append((ts, loop.q.copy(), loop.v.copy(), self._torques().copy() if self.use_tau else None, ft))
+        if len(buf) > 3:
+            del buf[0]
+        if len(buf) == 3 and buf[1][0] - self.last_sample >= self.p["sample_period"]:
+            (t0, _, v0, _, _), (t1, q1, v1, tau1, ft1), (t2, _, v2, tau2, _) = buf
+            a1 = (v2 - v0) / (t2 - t0)
+            try:
+                if self.use_tau:                       # the torque applied over [t0, t2]
+                    self.pid.add_torques(q1, 0.5 * (tau1 + tau2), v1, a1)
+                if self.use_ft:
+                    self.pid.add_ft(q1, ft1, v1, a1)
+            except ValueError as e:
+                self.abort(f"excitation sample: {e}")
+                return
+            self.last_sample = t1
+        if te >= self.exc.duration:
+            self._solve(now, t)
+
     def _sample(self, now, t):
         k = self.win_n
         q = self.win_q / k
@@ -220,6 +277,9 @@ class PayloadRun:
         if self.k < self.n_poses:
             self._begin_move(now, t, self.poses[self.k])
             return
+        self._solve(now, t)
+
+    def _solve(self, now, t):
         try:
             est = self.pid.solve()
         except ValueError as e:
@@ -271,6 +331,8 @@ class PayloadRun:
             return f"pose {self.k + 1}/{self.n_poses} moving"
         if self.phase == "settle":
             return f"pose {self.k + 1}/{self.n_poses} settling"
+        if self.phase == "excite":
+            return f"excitation {self.loop.state.t - self.t_exc0:.1f} / {self.exc.duration:.1f} s"
         if self.phase == "return" and not self.ok:
             return f"{self.message} (moving back)"
         if self.phase == "return":
@@ -281,6 +343,9 @@ class PayloadRun:
         e = self.estimate
         rms = ", ".join(f"{'ft' if k == 'ft' else 'tau'} {v:.3g} {'N' if k == 'ft' else 'N m'}"
                         for k, v in e.residual_rms.items())
+        how = f"{self.n_poses} poses" if self.mode == "static" else f"excitation, {e.rows} rows"
+        inertia = "" if e.inertia is None else \
+            f", inertia diag {np.array2string(np.diag(e.inertia), precision=4)} kg m^2"
         return (f"mass {e.mass:.4f} +- {e.mass_std:.4f} kg, com {np.array2string(e.com, precision=4)} "
-                f"+- {np.array2string(e.com_std, precision=4)} m ({e.frame}), cond {e.cond:.1f}, "
-                f"residual rms {rms}, {self.n_poses} poses")
+                f"+- {np.array2string(e.com_std, precision=4)} m ({e.frame}){inertia}, cond {e.cond:.1f}, "
+                f"residual rms {rms}, {how}")
