@@ -1,6 +1,6 @@
 """Payload identification run by the control loop (ControlLoop + PayloadRun, issue 17) against MuJoCo.
 
-    .venv/bin/python bench/payload_id.py [--poses N] [--source torques|both] [--quick]
+    .venv/bin/python bench/payload_id.py [--poses N] [--source torques|ft|both] [--mode static|excitation] [--quick]
 
 No ROS: the loop (joint_impedance, 1 kHz) closes on MujocoSim in process, the sim carrying a payload
 at panda_hand_tcp; the run moves through its static poses, settles, averages, solves and goes back.
@@ -76,12 +76,13 @@ def main():
     ap.add_argument("--poses", type=int, default=8)
     ap.add_argument("--source", default="torques", choices=("torques", "both", "ft"))
     ap.add_argument("--quick", action="store_true", help="5 poses, faster moves")
+    ap.add_argument("--mode", default="static", choices=("static", "excitation"))
     a = ap.parse_args()
-    params = {"payload_id.poses": a.poses, "payload_id.source": a.source}
+    params = {"payload_id.poses": a.poses, "payload_id.source": a.source, "payload_id.mode": a.mode}
     if a.quick:
         params.update({"payload_id.poses": 5, "payload_id.wrist_span": 0.8, "payload_id.vel_frac": 0.8,
                        "payload_id.move_time": 0.6})
-    print(f"source {a.source}, {params['payload_id.poses']} poses, defaults otherwise "
+    print(f"source {a.source}, mode {a.mode}, {params['payload_id.poses']} poses (static), defaults otherwise "
           f"(settle_velocity 0.002 rad/s, settle_time 0.3 s)")
     print("| payload kg | com [m] | mass err % | com err mm | mass std kg | com std mm (max) | cond | "
           "run time s (sim) | CPU s | hold error before / after attach rad |")

@@ -193,7 +193,8 @@ TOPICS = [
      "loop rate, step latency, safety-filter interventions, rejected messages, watchdog (diagnostics_period)"),
     ("pub", "~/payload_estimate", "geometry_msgs/InertiaStamped",
      "the last successful payload identification (reliable, TRANSIENT_LOCAL): m, com (in "
-     "header.frame_id = the identification frame); ixx..izz 0 (static poses do not give the inertia)"),
+     "header.frame_id = the identification frame), ixx..izz about the com (payload_id.mode excitation; 0 "
+     "after static poses, which do not give the inertia)"),
 ]
 SERVICES = [
     ("~/tare", "std_srvs/Trigger", "tare the wrench sensor with the current reading"),
