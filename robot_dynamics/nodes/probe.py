@@ -167,7 +167,9 @@ class Probe(Node):
 
     def wait_for(self, pred, timeout, poll=0.01, check=None):
         """Wait until `pred()` is true; False on timeout.  `check()` is called each poll (e.g. to
-        raise if a child process died)."""
+        raise if a child process died).  `pred()` runs under `self.lock` (so it reads a consistent
+        state): it must not wait for anything this probe's callbacks deliver (a service response, a
+        message), which need the same lock; poll such things in a loop of your own."""
         t_end = time.monotonic() + timeout
         while time.monotonic() < t_end:
             with self.lock:
