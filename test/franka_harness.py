@@ -137,6 +137,24 @@ class BridgeProbe(Probe):
     def bridge_state(self):
         return self.diag.get("state")
 
+    def set_bridge_param(self, name, value, timeout=10.0):
+        """Set one of the bridge's parameters (SetParameters service); the result (successful, reason)."""
+        from rcl_interfaces.srv import SetParameters
+        from rclpy.parameter import Parameter
+        cli = self.create_client(SetParameters, f"/{self.bridge_name}/set_parameters")
+        try:
+            assert cli.wait_for_service(timeout_sec=timeout), "no set_parameters service"
+            req = SetParameters.Request()
+            req.parameters = [Parameter(name, value=value).to_parameter_msg()]
+            fut = cli.call_async(req)
+            t_end = time.monotonic() + timeout
+            while not fut.done() and time.monotonic() < t_end:
+                time.sleep(0.01)
+            assert fut.done(), "set_parameters did not answer"
+            return fut.result().results[0]
+        finally:
+            self.destroy_client(cli)
+
     def recover(self, timeout=10.0):
         from std_srvs.srv import Trigger
         cli = self.create_client(Trigger, f"/{self.bridge_name}/recover")

@@ -79,7 +79,7 @@ PARAMETERS = {
     "command_topic": ("/effort_controller/commands", "std_msgs/Float64MultiArray in (topic mode)"),
     "robot_description_topic": ("/robot_description", "std_msgs/String out"),
     "autostart": (True, "start torque control after a passed cross-check; false: on ~/recover"),
-    "command_timeout": (0.1, "[s] without a command (topic mode, once running) -> damping stop"),
+    "command_timeout": (0.1, "[s] without a command (topic mode, once running) -> damping stop (live)"),
     "ramp_time": (0.5, "[s] blend from the applied torque to the commands at start and resume"),
     "stop_damping": ([20.0, 20.0, 20.0, 20.0, 5.0, 5.0, 2.0], "[N m s/rad] damping of the stop"),
     "signal_timeout": (0.05, "[s] franky's watchdog on set_torque (ends the motion)"),
@@ -174,10 +174,35 @@ class FrankaBridge(Node):
         self.create_timer(0.05, self._poll)
         self.create_timer(0.01, self._idle_state)
         self.create_timer(p["diagnostics_period"], self._publish_diagnostics)
+        self.add_on_set_parameters_callback(self._on_set_bridge_params)
         self.rt_settings = realtime.settings_from(lambda n: p.get(n))
         self.rt_report = realtime.apply(self.rt_settings, log=self._rt_log)   # RealtimeError: rt_required
         self._starter = threading.Thread(target=self._connect_and_start, daemon=True)
         self._starter.start()
+
+    LIVE = ("command_timeout",)
+
+    def _on_set_bridge_params(self, params):
+        """`command_timeout` is live (> 0 s, e.g. tightened once the controller runs); the bridge's other
+        parameters are read at start-up, and a change is refused saying so.  Parameters that are not
+        the bridge's own (the in-process loop's) are left to their callback."""
+        from rcl_interfaces.msg import SetParametersResult
+        for prm in params:
+            if prm.name not in PARAMETERS:
+                continue
+            if prm.name not in self.LIVE:
+                return SetParametersResult(successful=False, reason=f"{prm.name} is read at start-up "
+                                           f"(live: {', '.join(self.LIVE)})")
+            v = prm.value
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 < float(v) < float("inf"):
+                return SetParametersResult(successful=False,
+                                           reason=f"command_timeout must be a number of seconds > 0, got {v!r}")
+        for prm in params:
+            if prm.name == "command_timeout":
+                self.gate.command_timeout = float(prm.value)
+                self.p["command_timeout"] = float(prm.value)
+                self.get_logger().info(f"command_timeout: {float(prm.value)} s")
+        return SetParametersResult(successful=True)
 
     def _rt_log(self, text):
         if "refused" in text:                  # one call site per severity (rclpy)
