@@ -107,13 +107,18 @@ def test_gravity_guard():
     # half of g plus a little: still mostly g
     guard.reset()
     assert not guard.check(0.6 * g + 0.5, g, still, 0.0) and guard.check(0.6 * g + 0.5, g, still, 0.03)
-    # impedance torques (not along g), zero, -g, or moving fast: never
+    # impedance torques (not along g), zero, -g, a fifth of g: never
     rng = np.random.default_rng(0)
     for tau in [rng.normal(0, 5, 7), np.zeros(7), -g, 0.2 * g]:
         guard.reset()
         assert not any(guard.check(tau, g, still, t) for t in np.arange(0, 0.2, 0.001))
+    # an arm thrown by double compensation is fast: the default guard trips at any speed (20 ms); one
+    # built with a speed limit ignores the commands while a joint is faster
+    fast = np.full(7, 3.0)
     guard.reset()
-    assert not any(guard.check(g, g, np.full(7, 1.0), t) for t in np.arange(0, 0.2, 0.001))
+    assert not guard.check(g, g, fast, 0.0) and guard.check(g, g, fast, 0.021)
+    limited = fh.GravityGuard(persist=0.02, max_speed=0.5)
+    assert not any(limited.check(g, g, fast, t) for t in np.arange(0, 0.2, 0.001))
 
 
 def test_command_gate_start_watchdog_stop_and_resume_without_jump():
