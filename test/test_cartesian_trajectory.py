@@ -572,13 +572,21 @@ def test_cartesian_inputs_over_dds(ros, model, tmp_path):
         v = np.array([0.0, 0.02, -0.01])
         tw = TwistStamped()
         tw.twist.linear.x, tw.twist.linear.y, tw.twist.linear.z = (float(x) for x in v)
-        pub_twist.publish(tw)
-        time.sleep(0.05)
-        target = p0 + [0.0, 0.0, 0.005]
-        probe.publish_pose(target, pin.Quaternion(R0).coeffs())
-        time.sleep(1.0)
-        with probe.lock:
-            ref = probe.ctl_ref.copy()
+        # DDS orders messages per topic only: on a loaded host the twist can reach the controller after
+        # the pose or more than 0.1 s before it (seen in CI), and the pose is then held without it.
+        # That case (the reference exactly at the pose) is sent again, with a new pose, up to 4 times
+        for attempt in range(4):
+            target = p0 + [0.0, 0.0, 0.005 * (attempt + 1)]
+            pub_twist.publish(tw)
+            time.sleep(0.05)
+            probe.publish_pose(target, pin.Quaternion(R0).coeffs())
+            time.sleep(1.0)
+            with probe.lock:
+                ref = probe.ctl_ref.copy()
+            if attempt < 3 and np.allclose(ref[:3], target, rtol=0.0, atol=1e-9):
+                print(f"twist and pose not paired on attempt {attempt + 1} (delivery order): sent again")
+                continue
+            break
         np.testing.assert_allclose(ref[:3], target + 0.1 * v, atol=1e-6)
     finally:
         probe.stop()
