@@ -23,7 +23,6 @@ control/trajectory.py), never from the controller's own ~/state.
 """
 import os
 import time
-from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -71,31 +70,6 @@ Q0 = np.array(HOME["panda"])
 TCP = "panda_hand_tcp"
 
 
-PROBE_RT_PRIORITY = 30       # the probe (this process) below the loop's 40: it records, it must not starve
-
-
-@contextmanager
-def fifo_for_this_process(priority):
-    """Every thread of this process (and those it starts meanwhile, e.g. the probe's) under SCHED_FIFO
-    where permitted, back to SCHED_OTHER afterwards.  Under CPU hogs an unprivileged probe received a
-    tenth of the joint states.  Yields whether it was applied (the fallback: normal scheduling)."""
-    def tids():
-        return [int(t) for t in os.listdir("/proc/self/task")]
-    applied = False
-    try:
-        for t in tids():
-            os.sched_setscheduler(t, os.SCHED_FIFO, os.sched_param(priority))
-        applied = True
-    except (OSError, AttributeError):
-        pass
-    try:
-        yield applied
-    finally:
-        for t in tids():
-            try:
-                os.sched_setscheduler(t, os.SCHED_OTHER, os.sched_param(0))
-            except OSError:
-                pass
 
 
 @pytest.fixture
@@ -103,8 +77,10 @@ def system(ros, model, tmp_path, request):
     """Start sim + controller (`request.param` = controller name); yield (procs, probe)."""
     procs = NodeProcesses(log_dir=tmp_path)
     probe = Probe(joints=model.joint_names, name="system_probe")
-    rt = fifo_for_this_process(PROBE_RT_PRIORITY)
-    rt_probe = rt.__enter__()
+    # the probe (this process) stays at normal priority: putting every thread of the pytest process
+    # under SCHED_FIFO took in the DDS shared-memory listener threads the whole suite had accumulated,
+    # some of them spinning, and froze the 2-core machine (load average 125) in a fresh-clone run;
+    # tracking is judged by the sim's stamps, so the probe's own delivery delays do not count
     try:
         sim, ctl = start_sim_and_controller(procs, "panda", request.param, realtime=RT_TEST)
         probe.start()
@@ -118,15 +94,13 @@ def system(ros, model, tmp_path, request):
 
         ready = probe.wait_for(settled, START_TIMEOUT, check=procs.check_alive)
         assert ready, "sim + controller not running:\n" + "\n".join(procs.log(p)[-2000:] for p in procs.procs)
-        print(f"SCHED_FIFO applied: sim {procs.realtime_applied(sim)}, controller {procs.realtime_applied(ctl)}, "
-              f"probe {rt_probe}")
+        print(f"SCHED_FIFO applied: sim {procs.realtime_applied(sim)}, controller {procs.realtime_applied(ctl)}")
         time.sleep(BRAKE_WINDOW)
         yield procs, probe
     finally:
         probe.stop()
         probe.destroy_node()
         procs.stop_all()
-        rt.__exit__(None, None, None)
 
 
 def fk(model, q):
