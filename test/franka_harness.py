@@ -132,6 +132,12 @@ class BridgeProbe(Probe):
         msg = JointState()
         msg.name = list(self.joints)
         msg.position = [float(x) for x in q]
+        # one volatile message: published before discovery matched the controller's subscription, it is
+        # lost (a fresh-clone run measured K = 0: the step never arrived); wait for the match first
+        t_end = time.monotonic() + 20.0
+        while self.pub_target.get_subscription_count() == 0 and time.monotonic() < t_end:
+            time.sleep(0.02)
+        assert self.pub_target.get_subscription_count() > 0, "no subscriber on the target topic"
         self.pub_target.publish(msg)
 
     def bridge_state(self):
