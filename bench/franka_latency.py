@@ -41,20 +41,12 @@ os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 RT = {"bridge": 45, "sim": 42, "controller": 40}    # --rt: SCHED_FIFO priorities (as the tests use)
 
 
-def _fifo(prio):
-    def pre():
-        try:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(prio))
-        except OSError:
-            pass
-    return pre
-
-
 def start_sim(log_dir, address, rt=False):
+    from robot_dynamics.realtime import fifo_preexec
     log = open(Path(log_dir) / f"franky_sim_{address}.log", "w")
     p = subprocess.Popen([str(Path(sys.executable).parent / "franky-sim"), "-s", "mujoco", "--hostname", address],
                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                         preexec_fn=_fifo(RT["sim"]) if rt else None)
+                         preexec_fn=fifo_preexec(RT["sim"]) if rt else None)
     t_end = time.monotonic() + 60
     while time.monotonic() < t_end:
         if "Connect to the server" in Path(log.name).read_text(errors="replace"):

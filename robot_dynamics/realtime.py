@@ -291,6 +291,17 @@ def apply(settings, log=None):
     return report
 
 
+def fifo_preexec(priority):
+    """A subprocess `preexec_fn`: the child (and every thread it starts) under SCHED_FIFO `priority`
+    where the OS permits; refused, it runs normally."""
+    def pre():
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+        except (OSError, AttributeError):
+            pass
+    return pre
+
+
 def diagnostics_values(report):
     """[(key, value)] for a diagnostic_msgs/DiagnosticStatus (prefix 'rt.')."""
     return [(f"rt.{k}", str(v)) for k, v in report.items()]

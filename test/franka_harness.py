@@ -18,6 +18,7 @@ import numpy as np
 
 from robot_dynamics.nodes.probe import Probe
 from robot_dynamics.nodes.processes import NodeProcesses, config_path
+from robot_dynamics.realtime import fifo_preexec
 
 FRANKY_SIM = Path(sys.executable).parent / "franky-sim"
 SIM_START_TIMEOUT = 60.0
@@ -37,16 +38,6 @@ def sim_address():
     return f"127.{d}.{os.getpid() % 250}.{next(_counter)}"
 
 
-def _sim_preexec():
-    """franky-sim's process under SCHED_FIFO SIM_RT_PRIORITY (its threads inherit it), where the OS
-    permits: on the suite's 2 shared cores a starved simulator falls behind the wall clock; the real
-    robot is a machine of its own.  Refused: it runs normally."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(SIM_RT_PRIORITY))
-    except (OSError, AttributeError):
-        pass
-
-
 class FrankySim:
     """`franky-sim -s mujoco --hostname ADDR` in its own process group; ended on exit."""
 
@@ -59,7 +50,10 @@ class FrankySim:
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen([str(FRANKY_SIM), "-s", "mujoco", "--hostname", self.address],
                                      stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=_sim_preexec)
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                                     # the simulated robot under SCHED_FIFO where permitted: on the
+                                     # suite's 2 shared cores a starved simulator falls behind
+                                     preexec_fn=fifo_preexec(SIM_RT_PRIORITY))
         t_end = time.monotonic() + SIM_START_TIMEOUT
         while time.monotonic() < t_end:
             if self.proc.poll() is not None:
