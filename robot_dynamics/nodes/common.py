@@ -160,6 +160,19 @@ def params_table_markdown(specs):
     return "\n".join(rows)
 
 
+def parse_xacro_args(items):
+    """['name:=value', ...] (as on the xacro command line) -> {name: value}; ValueError on another form."""
+    out = {}
+    for a in items or []:
+        if not a:
+            continue
+        name, sep, value = str(a).partition(":=")
+        if not sep or not name.strip():
+            raise ValueError(f"xacro_args: expected 'name:=value', got {a!r}")
+        out[name.strip()] = value
+    return out
+
+
 # ------------------------------------------------------------------------------------------------
 # JointState -> numpy
 # ------------------------------------------------------------------------------------------------
@@ -181,6 +194,9 @@ class JointStateMapper:
         self.q = np.zeros(self.n)
         self.v = np.zeros(self.n)
         self.require_velocity = require_velocity
+        self.effort = np.zeros(self.n)
+        self.have_effort = False
+        self._fast = None              # (q, v, effort) take indices into a JointStateCdr's values
         self._last_names = None        # a copy of the last message's name list
         self._idx = None
         self._map_error = None
@@ -210,33 +226,98 @@ class JointStateMapper:
         return False
 
     def map(self, msg):
+        """A sensor_msgs/JointState message -> q, v.  True, or False with reason / detail."""
         names = msg.name
         if names != self._last_names:           # the same list object or an equal one: one cheap
             self._build(names)                  # comparison (identical items compare by identity)
+        self._fast = None
+        pos, vel, eff = msg.position, msg.velocity, msg.effort
+        # ndarray.take / .dot: the methods, not the np.* wrappers (a microsecond less per message)
+        ok = self._fill(len(names), _f64(pos), _f64(vel))
+        self.have_effort = ok and len(eff) == len(names)
+        if self.have_effort:
+            _f64(eff).take(self._idx, out=self.effort)
+        return ok
+
+    def map_cdr(self, r):
+        """The same from a parsed serialized message (nodes/cdr.JointStateCdr): its names are compared
+        by bytes there and decoded only when they changed; while its layout stays the one last
+        validated here (a driver's stream), q, v and the effort are taken straight out of its one
+        value view.  Also fills `effort` (model order) and `have_effort` (a full effort field)."""
+        fast = self._fast
+        if fast is not None and not r.layout_changed and not r.names_changed:
+            vals = r.values
+            q, v = self.q, self.v
+            vals.take(fast[0], out=q)
+            if fast[1] is None:
+                v.fill(0.0)
+            else:
+                vals.take(fast[1], out=v)
+            if fast[2] is not None:
+                vals.take(fast[2], out=self.effort)
+            if not math.isfinite(q.dot(q) + v.dot(v)):
+                return self._non_finite()
+            return True
+        self._fast = None
+        if r.names_changed or r.names != self._last_names:
+            self._build(r.names)
+        ok = self._fill(len(r.names), r.position, r.velocity)
+        eff = r.effort
+        self.have_effort = ok and len(eff) == len(r.names)
+        if self.have_effort:
+            eff.take(self._idx, out=self.effort)
+        if ok:                                # this layout is valid: the next ones take the fast way
+            sp = r.spans
+            self._fast = (self._idx + sp[0][0], None if sp[1] is None else self._idx + sp[1][0],
+                          self._idx + sp[2][0] if self.have_effort else None)
+        return ok
+
+    def _fill(self, m, pos, vel):
         if self._map_error is not None:
             return self._fail(*self._map_error)
-        m = len(names)
-        pos, vel = msg.position, msg.velocity
         if len(pos) != m:
             return self._fail("wrong_length", f"position has {len(pos)} values for {m} names")
         nv = len(vel)
         if nv != m and (nv != 0 or self.require_velocity):
             return self._fail("wrong_length", f"velocity has {nv} values for {m} names")
         idx, q, v = self._idx, self.q, self.v
-        # ndarray.take / .dot: the methods, not the np.* wrappers (a microsecond less per message)
-        (np.frombuffer(pos, dtype=np.float64) if type(pos) is array and pos.typecode == "d"
-         else np.asarray(pos, dtype=np.float64)).take(idx, out=q)
+        pos.take(idx, out=q)
         if nv:
-            (np.frombuffer(vel, dtype=np.float64) if type(vel) is array and vel.typecode == "d"
-             else np.asarray(vel, dtype=np.float64)).take(idx, out=v)
+            vel.take(idx, out=v)
         else:
             v.fill(0.0)
         if not math.isfinite(q.dot(q) + v.dot(v)):
-            bad = [self.names[i] for i in np.flatnonzero(~(np.isfinite(q) & np.isfinite(v)))]
-            return self._fail("non_finite", f"NaN or Inf for joint(s) {bad}")
+            return self._non_finite()
         if self.reason:
             self.reason = self.detail = ""
         return True
+
+    def _non_finite(self):
+        q, v = self.q, self.v
+        bad = [self.names[i] for i in np.flatnonzero(~(np.isfinite(q) & np.isfinite(v)))]
+        return self._fail("non_finite", f"NaN or Inf for joint(s) {bad}")
+
+
+def command_values(raw):
+    """The values of a serialized std_msgs/Float64MultiArray (an effort command) as a float64 array:
+    read in place (nodes/cdr.py), deserialised by rclpy for an encapsulation that reads not, empty for
+    a truncated buffer (the caller rejects it as of the wrong length)."""
+    from .cdr import read_float64_array
+    try:
+        u = read_float64_array(raw)
+    except ValueError:
+        return np.zeros(0)
+    if u is None:
+        from rclpy.serialization import deserialize_message
+        from std_msgs.msg import Float64MultiArray
+        u = np.asarray(deserialize_message(raw, Float64MultiArray).data, dtype=float)
+    return u
+
+
+def _f64(a):
+    """A message's float64[] field as a float64 array (a view of an array('d'))."""
+    return np.frombuffer(a, dtype=np.float64) if type(a) is array and a.typecode == "d" \
+        else np.asarray(a, dtype=np.float64)
 
 
 def map_joint_values(names, msg_names, values, what):
