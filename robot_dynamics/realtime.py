@@ -198,11 +198,16 @@ def _why(e, setting):
     return ""
 
 
-def apply(settings, log=None):
+THREAD_PARTS = ("sched", "affinity")       # what a thread has of its own (the rest is process-wide)
+ALL_PARTS = ("sched", "mlock", "affinity", "gc")
+
+
+def apply(settings, log=None, parts=ALL_PARTS):
     """Apply `settings` to the calling thread / process.  Returns a report dict (str -> str), one key
     per setting: 'ok ...', 'unchanged', or 'refused: ...'.  `log(text)` is called once with a summary
     when something was refused (and once with what was applied).  Raises RealtimeError when a setting
-    was refused (or invalid) and settings.required is true; never otherwise."""
+    was refused (or invalid) and settings.required is true; never otherwise.  `parts`: the settings
+    to apply now (the others are reported 'deferred'; see apply_thread)."""
     log = log or (lambda text: None)
     report = {}
     refused = []
@@ -220,7 +225,9 @@ def apply(settings, log=None):
     rt_policy = settings.sched_policy in ("fifo", "rr")
 
     # --- scheduling policy and priority (the calling thread)
-    if not rt_policy:
+    if "sched" not in parts:
+        report["sched"] = "deferred (control thread)" if rt_policy else "unchanged (other)"
+    elif not rt_policy:
         report["sched"] = "unchanged (other)"
     else:
         pol = _POLICY_CONST[settings.sched_policy]
@@ -240,7 +247,9 @@ def apply(settings, log=None):
                 refused.append(msg)
 
     # --- memory locking
-    if not settings.lock_memory:
+    if "mlock" not in parts:
+        pass
+    elif not settings.lock_memory:
         report["mlock"] = "unchanged"
     else:
         try:
@@ -252,7 +261,9 @@ def apply(settings, log=None):
             refused.append(msg)
 
     # --- CPU affinity (the calling thread)
-    if not settings.cpu_affinity:
+    if "affinity" not in parts:
+        report["affinity"] = "deferred (control thread)" if settings.cpu_affinity else "unchanged"
+    elif not settings.cpu_affinity:
         report["affinity"] = "unchanged"
     else:
         cpus = sorted({int(c) for c in settings.cpu_affinity})
@@ -266,7 +277,9 @@ def apply(settings, log=None):
             refused.append(msg)
 
     # --- garbage collector (process-wide)
-    if settings.gc_mode == "default":
+    if "gc" not in parts:
+        pass
+    elif settings.gc_mode == "default":
         report["gc"] = "unchanged"
     else:
         gc.collect()
@@ -289,6 +302,13 @@ def apply(settings, log=None):
     elif applied:
         log("real-time settings applied: " + applied)
     return report
+
+
+def apply_thread(settings, log=None):
+    """The calling thread's own part of `settings` (scheduling policy, priority, CPU affinity), for
+    the thread that runs a node's control path (scope 'thread'; with scope 'process' the process
+    already has them, and this changes nothing).  Report and errors as apply()."""
+    return apply(Settings(**dict(asdict(settings), scope="thread")), log=log, parts=THREAD_PARTS)
 
 
 def fifo_preexec(priority):

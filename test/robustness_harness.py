@@ -442,6 +442,16 @@ class Rig:
         self.valid_command()
 
 
+@pytest.fixture
+def rig():
+    """A Rig per test, closed at the end (import it into a test module to use it)."""
+    r = Rig()
+    try:
+        yield r
+    finally:
+        r.close()
+
+
 def urdf_effort_limits(urdf_text):
     """{joint name: effort limit} read from the URDF text (ElementTree, not the model loader)."""
     import xml.etree.ElementTree as ET

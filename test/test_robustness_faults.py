@@ -12,18 +12,9 @@ import time
 import numpy as np
 import pytest
 
-from robustness_harness import ARM, Q0, Rig, case, wait_for
+from robustness_harness import ARM, Q0, case, rig, wait_for  # noqa: F401 (rig: the fixture)
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def rig():
-    r = Rig()
-    try:
-        yield r
-    finally:
-        r.close()
 
 
 def errors(node):

@@ -14,6 +14,9 @@ Parameters (read at start-up):
   output_topic     /effort_controller/commands
   executor         single | multi | events   (rclpy SingleThreadedExecutor, MultiThreadedExecutor,
                    rclpy.experimental.EventsExecutor)
+  mode             executor: the subscription callback publishes (rclpy's own minimal echo);
+                   control_path: a thread waits on the subscription itself and publishes
+                   (nodes/control_path.py, the path the package's nodes use at the robot's rate)
   qos_reliability  reliable | best_effort    (the subscription; also the publisher unless overridden)
   qos_depth        history depth (KEEP_LAST), >= 1
   output_qos_reliability, output_qos_depth   the publisher's, if set ('' / 0: as the subscription);
@@ -28,6 +31,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
+from .control_path import ControlPath, TakeSubscription
 from .common import EXECUTORS, RELIABILITIES, make_executor, make_qos  # noqa: F401 (re-exported)
 from .runner import run
 
@@ -42,6 +46,7 @@ class EchoNode(Node):
         self.declare_parameter("qos_depth", 10)
         self.declare_parameter("output_qos_reliability", "")
         self.declare_parameter("output_qos_depth", 0)
+        self.declare_parameter("mode", "executor")
         gp = self.get_parameter
         self.executor_name = gp("executor").value
         if self.executor_name not in EXECUTORS:
@@ -53,11 +58,25 @@ class EchoNode(Node):
         self._out = Float64MultiArray()
         self.count = 0
         self._pub = self.create_publisher(Float64MultiArray, gp("output_topic").value, out_qos)
-        self.create_subscription(JointState, gp("input_topic").value, self._on_joint_state, qos)
+        self.mode = gp("mode").value
+        self.path = None
+        if self.mode == "executor":
+            self.create_subscription(JointState, gp("input_topic").value, self._on_joint_state, qos)
+        elif self.mode == "control_path":
+            sub = TakeSubscription(self, JointState, gp("input_topic").value, qos)
+            self.path = ControlPath(self, sub, lambda msg, now, last: last and self._on_joint_state(msg), name="echo")
+            self.path.start()
+        else:
+            raise ValueError(f"mode: expected executor or control_path, got {self.mode!r}")
         self.get_logger().info(
-            f"echo: {gp('input_topic').value} -> {gp('output_topic').value}, executor "
+            f"echo: {gp('input_topic').value} -> {gp('output_topic').value}, mode {self.mode}, executor "
             f"{self.executor_name}, qos in {gp('qos_reliability').value}/{gp('qos_depth').value} out "
             f"{out_rel}/{out_depth}")
+
+    def destroy_node(self):
+        if self.path is not None:
+            self.path.destroy()
+        return super().destroy_node()
 
     def _on_joint_state(self, msg):
         self._out.data = msg.position          # array('d') -> array('d'): a copy, no conversion

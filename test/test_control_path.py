@@ -1,0 +1,212 @@
+"""The per-message path (nodes/control_path.py) and the controller node on it, over real DDS.
+
+The path alone: its subscription is a real subscription of the node (the graph lists it, remappings
+apply) that no executor ever takes from; it hands every message taken to the handler (`last` on the
+newest), wakes the handler at the time asked when no message comes, survives a handler that raises,
+and ends on stop().  The node, fed joint states at 1 kHz by a publisher thread: every command it sends
+keeps the safety invariants (robustness_harness.NodeMonitor); a parameter change in the middle of the
+stream applies whole between two steps (every command is the law with the old gains or with the new
+ones, computed here from the parameters and Pinocchio, and after the first new one never an old one);
+the watchdog trips when the stream stops and control resumes when it comes back; deactivate and
+activate in the middle of the stream ramp to the safe command and back.  No timed assertion: every wait
+is for an event."""
+import threading
+import time
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from std_msgs.msg import Float64MultiArray  # noqa: E402
+
+from robustness_harness import ARM, Q0, rig, wait_for  # noqa: E402,F401 (rig: the fixture)
+from robot_dynamics.dynamics import Model, PinocchioBackend  # noqa: E402
+from robot_dynamics.nodes.control_path import ControlPath, TakeSubscription  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+# ------------------------------------------------------------------------------------------------ the path
+@pytest.fixture
+def ctx():
+    c = rclpy.Context()
+    rclpy.init(context=c)
+    yield c
+    rclpy.try_shutdown(context=c)
+
+
+def test_path_takes_what_no_executor_sees(ctx):
+    node = rclpy.create_node("cp_node", context=ctx, cli_args=["--ros-args", "-r", "/cp_in:=/cp_remapped"])
+    talker = rclpy.create_node("cp_talker", context=ctx)
+    ex = SingleThreadedExecutor(context=ctx)
+    ex.add_node(node)
+    ex.add_node(talker)
+    got, lasts, errors, wakes = [], [], [], []
+    lock = threading.Lock()
+
+    def on_message(msg, now, last):
+        with lock:
+            got.append(list(msg.data))
+            lasts.append(last)
+        if msg.data[0] == -1.0:
+            raise RuntimeError("boom")
+
+    sub = TakeSubscription(node, Float64MultiArray, "/cp_in", 100)
+    path = ControlPath(node, sub, on_message, on_wakeup=lambda now: wakes.append(now),
+                       on_error=lambda where, e: errors.append((where, str(e))), name="cp_test")
+    assert sub.topic_name == "/cp_remapped"                # the node's remapping applied
+    path.start()
+    spin = threading.Thread(target=ex.spin, daemon=True)
+    try:
+        spin.start()
+        pub = talker.create_publisher(Float64MultiArray, "/cp_remapped", 100)
+        wait_for(lambda: pub.get_subscription_count() > 0, what="the path's subscription matched")
+        # the graph sees it as the node's subscription
+        infos = node.get_subscriptions_info_by_topic("/cp_remapped")
+        assert [i.node_name for i in infos] == ["cp_node"]
+        assert list(node.subscriptions) == [], "the executor has nothing of it to wait on"
+        for k in range(50):
+            pub.publish(Float64MultiArray(data=[float(k)]))
+        wait_for(lambda: len(got) == 50, what="all 50 messages handed over")
+        assert [g[0] for g in got] == [float(k) for k in range(50)]
+        assert lasts.count(True) == path.messages >= 1 and path.messages + path.superseded == 50
+        # a handler that raises: reported, and the thread goes on
+        pub.publish(Float64MultiArray(data=[-1.0]))
+        pub.publish(Float64MultiArray(data=[7.0]))
+        wait_for(lambda: got[-1] == [7.0], what="a message after the failing one")
+        assert errors and errors[0][0] == "handler" and "boom" in errors[0][1]
+        assert path.errors == 1
+        # a wake-up at a time, set from another thread: called once, not before that time
+        t = time.monotonic() + 0.05
+        path.wake_at(t)
+        wait_for(lambda: len(wakes) == 1, what="the wake-up")
+        assert wakes[0] >= t
+        path.wake_at(None)
+    finally:
+        assert path.stop(), "the thread ended"
+        path.destroy()
+        ex.shutdown(timeout_sec=2.0)
+        spin.join(10)
+        node.destroy_node()
+        talker.destroy_node()
+    assert not path.running
+
+
+# ------------------------------------------------------------------------------------------------ the node at 1 kHz
+class Stream:
+    """Joint states at `rate` Hz from a thread (absolute deadlines) at q = `q` (settable)."""
+
+    def __init__(self, rig, rate=1000.0):
+        self.rig, self.period = rig, 1.0 / rate
+        self.q = Q0.copy()
+        self.sent = 0
+        self._stop = threading.Event()
+        self._th = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        msg = self.rig.js(ARM, self.q)
+        t0 = time.monotonic()
+        k = 0
+        while not self._stop.is_set():
+            k += 1
+            msg.position = [float(x) for x in self.q]
+            self.rig.js_pub.publish(msg)
+            self.sent += 1
+            d = t0 + k * self.period - time.monotonic()
+            if d > 0:
+                time.sleep(d)
+            elif d < -0.05:                                # far behind (a loaded host): re-anchor
+                t0, k = time.monotonic(), 0
+
+    def start(self):
+        self._th.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._th.join(10)
+
+
+def _joint_impedance_oracle(k, q_ref, q):
+    """tau = K (q_ref - q) + g(q) at v = 0 (d_gains given: no M-dependent damping), model order =
+    ARM order here; g from Pinocchio on the Panda the test loads itself."""
+    m = Model.from_robot("panda")
+    g = PinocchioBackend(m).gravity(np.asarray(q, dtype=float)).copy()
+    return np.asarray(k) * (np.asarray(q_ref) - np.asarray(q)) + g
+
+
+def test_parameter_change_mid_stream_applies_whole(rig):
+    k_old, k_new = [100.0] * 7, [300.0, 250.0, 200.0, 150.0, 60.0, 40.0, 20.0]
+    node = rig.controller(controller="joint_impedance", watchdog_timeout=0.5, torque_rate_limit=1e9,
+                          ramp_time=0.0, **{"joint_impedance.k_gains": k_old,
+                                            "joint_impedance.d_gains": [1.0] * 7})
+    s = Stream(rig).start()
+    try:
+        wait_for(lambda: node.c.loop.watchdog == "ok" and rig.monitor.n() > 50, what="control on the stream")
+        q_ref = Q0                                         # the state held at activation: the stream's
+        s.q = Q0 + np.array([0.02, -0.03, 0.01, 0.04, -0.02, 0.03, -0.01])
+        want_old = _joint_impedance_oracle(k_old, q_ref, s.q)
+        want_new = _joint_impedance_oracle(k_new, q_ref, s.q)
+        wait_for(lambda: np.allclose(rig.monitor.since(rig.monitor.n() - 1)[0]["cmd"], want_old, atol=1e-9),
+                 what="the law with the old gains at the new q")
+        k0 = rig.monitor.n()
+        pc = rig.param_client()
+        res = rig.set_params(pc, [Parameter("joint_impedance.k_gains", value=k_new)])
+        assert res[0].successful, res[0].reason
+        wait_for(lambda: any(np.allclose(r["cmd"], want_new, atol=1e-9) for r in rig.monitor.since(k0)),
+                 what="a command with the new gains")
+        time.sleep(0.2)                                    # more steps after the change, at 1 kHz
+    finally:
+        s.stop()
+    recs = [r for r in rig.monitor.since(k0) if not r["safe"]]
+    kinds = []
+    for r in recs:
+        if np.allclose(r["cmd"], want_old, atol=1e-9):
+            kinds.append("old")
+        elif np.allclose(r["cmd"], want_new, atol=1e-9):
+            kinds.append("new")
+        else:
+            kinds.append(f"neither: {r['cmd'].tolist()}")
+    assert all(k in ("old", "new") for k in kinds), [k for k in kinds if k not in ("old", "new")][:3]
+    first_new = kinds.index("new")
+    assert "old" not in kinds[first_new:], "an old-gains command after a new-gains one"
+    assert len(kinds) - first_new > 20, "steps went on after the change"
+    rig.assert_invariants()
+    assert not [k for k in node.counts if k.startswith("errors.")]
+
+
+def test_watchdog_and_lifecycle_mid_stream(rig):
+    from lifecycle_msgs.msg import Transition
+    node = rig.controller(controller="joint_impedance", watchdog_timeout=0.1, safe_command="gravity",
+                          torque_rate_limit=200.0, ramp_time=0.2, **{"joint_impedance.k_gains": [200.0]})
+    s = Stream(rig).start()
+    try:
+        wait_for(lambda: node.c.loop.watchdog == "ok" and rig.monitor.n() > 100, what="control on the stream")
+        # the stream stops: the watchdog trips, the safe command ramps and is held
+        s.stop()
+        wait_for(lambda: node.c.loop.watchdog == "tripped", what="the watchdog tripped")
+        wait_for(lambda: node.c.safe_reached, what="the safe ramp reaching g(q)")
+        assert node.counts["watchdog_trips"] >= 1
+        # it resumes: filtered commands again, no jump (the monitor checks every command)
+        s = Stream(rig).start()
+        k0 = rig.monitor.n()
+        wait_for(lambda: sum(not r["safe"] for r in rig.monitor.since(k0)) > 100, what="control resumed")
+        # deactivate / activate in the middle of the stream
+        for _ in range(2):
+            assert rig.change_state(Transition.TRANSITION_DEACTIVATE)
+            assert node.c.safe_reached and rig.monitor.since(rig.monitor.n() - 1)[0]["safe"]
+            n_inactive = rig.monitor.n()
+            time.sleep(0.1)                                # states keep coming: nothing is sent
+            assert rig.monitor.n() == n_inactive, "commands while inactive"
+            assert rig.change_state(Transition.TRANSITION_ACTIVATE)
+            k1 = rig.monitor.n()
+            wait_for(lambda: sum(not r["safe"] for r in rig.monitor.since(k1)) > 50, what="active again")
+    finally:
+        s.stop()
+    rig.assert_invariants()
+    assert not [k for k in node.counts if k.startswith("errors.")]
+    d = node.c.path.stats()
+    assert d["errors"] == 0 and d["messages"] > 0
