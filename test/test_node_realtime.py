@@ -125,3 +125,38 @@ def test_rt_required_refusal_exits_1(which, tmp_path):
         assert code == 1, f"exit code {code}:\n{log[-3000:]}"
         assert "cannot start" in log and "rt_sched_priority 0 outside" in log, log[-3000:]
         assert "Traceback" not in log, log[-3000:]
+
+
+def _thread_names(pid):
+    out = {}
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            out[int(t)] = open(f"/proc/{pid}/task/{t}/comm").read().strip()
+        except OSError:
+            pass
+    return out
+
+
+def test_scope_thread_puts_the_control_thread_alone_under_fifo(listener, tmp_path):
+    """rt_scope thread: the controller's control thread (the one that waits on the joint states, steps
+    the loop and publishes: named 'control' for the OS) runs under SCHED_FIFO, the executor and the
+    DDS threads do not; the report says which thread got it."""
+    if not _fifo_permitted():
+        pytest.skip("SCHED_FIFO not permitted here (no CAP_SYS_NICE / RLIMIT_RTPRIO)")
+    module, name, params = CTL
+    extra = {"rt_sched_policy": "fifo", "rt_sched_priority": PRIO, "rt_scope": "thread"}
+    with NodeProcesses(log_dir=tmp_path) as procs:
+        p = procs.start(module, name=name, params={**params, **extra},
+                        params_files=[config_path("panda_gravity_compensation.yaml")])
+        t_end = time.monotonic() + START_TIMEOUT
+        rt = {}
+        while time.monotonic() < t_end:                  # until configured (before: 'deferred')
+            rt = _diag_rt(listener, name, procs)
+            if rt and not rt["rt.sched"].startswith("deferred"):
+                break
+        assert rt, f"no rt.* on /diagnostics from {name}:\n{procs.log(p)[-3000:]}"
+        assert rt["rt.status"] == "ok" and rt["rt.sched"] == f"ok fifo {PRIO} (1 thread(s))", rt
+        threads, names = _threads(p.pid), _thread_names(p.pid)
+        fifo = {t for t, pol in threads.items() if pol == (os.SCHED_FIFO, PRIO)}
+        assert [names[t] for t in fifo] == ["control"], (names, threads)
+        assert len(threads) > 2

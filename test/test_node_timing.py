@@ -68,6 +68,7 @@ def test_start_ramp_rate_limit_watchdog_and_safe_ramp(rig):
     t_start = time.monotonic()
     t_reached = None
     while time.monotonic() - t_start < RAMP + 1.0 + SCHED_ALLOWANCE:
+        t_pub = time.monotonic()                     # before the publish: the node receives it later
         rig.js_pub.publish(msg)
         time.sleep(STATE_PERIOD)
         if t_reached is None:
@@ -95,8 +96,10 @@ def test_start_ramp_rate_limit_watchdog_and_safe_ramp(rig):
     early = [(t, c) for t, c in after if t <= t_last + 0.5 * WATCHDOG]
     assert len(early) <= 2, f"{len(early)} commands within {0.5 * WATCHDOG} s after the last state"
     assert safe, "no safe command after the states stopped"
-    delay = safe[0][0] - t_last
-    timer = min(0.05, 0.5 * WATCHDOG)               # the node's watchdog timer period
+    # from the last state's publish: the node cannot have received it sooner, so a trip before
+    # WATCHDOG after it is too early whatever the load (t_last, taken after the loop's sleep, is later)
+    delay = safe[0][0] - t_pub
+    timer = min(0.05, 0.5 * WATCHDOG)               # the node's safe-command repeat period
     print(f"watchdog: first safe command {delay * 1e3:.1f} ms after the last state "
           f"(timeout {WATCHDOG * 1e3:.0f} ms); start ramp {1e3 * (t_reached - t_first):.1f} ms (ramp_time "
           f"{RAMP * 1e3:.0f} ms)")

@@ -273,6 +273,10 @@ class ControlLoop:
         """The loop's current parameter values (a copy; law and safety values as last set)."""
         return dict(self._p)
 
+    def param(self, name):
+        """One parameter's current value (no copy of the table: for a per-step read)."""
+        return self._p[name]
+
     def _to_model_order(self, a):
         """A per-joint array in `joints` order -> model order (1 value: broadcast)."""
         a = np.asarray(a, dtype=float)
@@ -519,6 +523,10 @@ class ControlLoop:
         self._js_episode.occur(reason, now, "error", lambda extra: (
             f"joint state rejected ({reason}): {detail}; publishing the safe command "
             f"({self._p['safe_command']}) until valid joint states arrive{extra}"))
+
+    def stale_at(self):
+        """When the latest valid state becomes stale (the watchdog may trip after this time)."""
+        return self.last_ok + self._p["watchdog_timeout"]
 
     def stale(self, now):
         """True when the law must not run: no state yet, the latest rejected, or older than the

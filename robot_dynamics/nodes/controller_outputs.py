@@ -1,0 +1,166 @@
+"""What the torque controller node publishes per control step, preallocated at configure and published
+from its control thread: the command (a serialized std_msgs/Float64MultiArray, nodes/cdr.py), and
+when wanted ~/joint_command (sensor_msgs/JointState efforts), ~/state (only while it has subscribers)
+and the momentum observer's ~/external_wrench, ~/external_torque and ~/collision.
+
+    out = Outputs(node, loop, command_topic, qos_out, publish_joint_command)
+    out.command(tau, stamp_ns, safe, publish_state)    # tau in model order
+    out.observer(loop, now, stamp_ns, safe)            # after a control step
+    out.destroy()
+"""
+import time
+from array import array
+
+import numpy as np
+from geometry_msgs.msg import WrenchStamped
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool, Float64MultiArray
+
+from .cdr import Float64ArrayCdr
+
+STATE_SUBS_CHECK_PERIOD = 0.1        # s between get_subscription_count() calls on ~/state
+QOS_COLLISION = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
+                           durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+def bind_array(msg, field, n):
+    """Give msg.<field> (float64[]) n zeros and return a numpy view writing into the message's own
+    array (the setter may copy, so the view is taken from what the message holds)."""
+    setattr(msg, field, array("d", bytes(8 * n)))
+    return np.frombuffer(getattr(msg, field), dtype=np.float64)
+
+
+class StateOutput:
+    """~/state (sensor_msgs/JointState, one per control step: position = the law's reference, velocity
+    = its error, effort = the command, all in `joints` order; position/velocity NaN while the safe
+    command is out), filled and published only while it has subscribers (counted every
+    STATE_SUBS_CHECK_PERIOD s).  The controller node and the Franka bridge's in-process loop."""
+
+    def __init__(self, node, loop):
+        self.perm = loop.perm
+        self.pub = node.create_publisher(JointState, "~/state", 10)
+        self.msg = JointState(name=list(loop.joints))
+        self.eff = bind_array(self.msg, "effort", loop.n)
+        self.pos = bind_array(self.msg, "position", 0)
+        self.vel = bind_array(self.msg, "velocity", 0)
+        self.subs, self.checked = 0, -float("inf")
+
+    def wanted(self):
+        now = time.monotonic()
+        if now - self.checked >= STATE_SUBS_CHECK_PERIOD:
+            self.checked = now
+            self.subs = self.pub.get_subscription_count()
+        return self.subs > 0
+
+    def publish(self, cmd, sec, nanosec, info, safe):
+        """cmd in `joints` order; info: the law's (reference, error) in model order."""
+        sm = self.msg
+        stamp = sm.header.stamp
+        stamp.sec, stamp.nanosec = sec, nanosec
+        self.pos = self._fill(sm, "position", self.pos, info.reference, safe)
+        self.vel = self._fill(sm, "velocity", self.vel, info.error, safe)
+        self.eff[:] = cmd
+        self.pub.publish(sm)
+
+    def _fill(self, msg, field, view, x, safe):
+        """msg.<field> <- x (per-joint vectors reordered to `joints` order; NaN while the safe command
+        is out).  Rebinds the preallocated array only when the size changes."""
+        x = np.asarray(x, dtype=float)
+        if view.shape != x.shape:
+            view = bind_array(msg, field, x.size)
+        if safe:
+            view.fill(np.nan)
+        elif x.shape == self.perm.shape:
+            x.take(self.perm, out=view)
+        else:
+            view[:] = x
+        return view
+
+
+class Outputs:
+    """See the module docstring.  `cmd_np` is the command as last published, in `joints` order."""
+
+    def __init__(self, node, loop, command_topic, qos_out, publish_joint_command):
+        self.node = node
+        n = loop.n
+        self.perm = loop.perm
+        joints = list(loop.joints)
+        self.cmd = Float64ArrayCdr(n, "joints")
+        self.cmd_np = self.cmd.data
+        self.cmd_pub = node.create_publisher(Float64MultiArray, command_topic, qos_out)
+        self.state = StateOutput(node, loop)
+        self.state_pub = self.state.pub
+        self.jc_pub = self.jc_msg = self.jc_eff = None
+        if publish_joint_command:
+            self.jc_pub = node.create_publisher(JointState, "~/joint_command", qos_out)
+            self.jc_msg = JointState(name=joints)
+            self.jc_eff = bind_array(self.jc_msg, "effort", n)
+        self.obs_wrench_pub = self.obs_torque_pub = self.collision_pub = None
+        obs = loop.observer
+        if obs is not None:
+            self.obs_wrench_pub = node.create_publisher(WrenchStamped, "~/external_wrench", 1)
+            self.obs_torque_pub = node.create_publisher(JointState, "~/external_torque", 1)
+            self.collision_pub = node.create_publisher(Bool, "~/collision", QOS_COLLISION)
+            self.obs_wrench_msg = WrenchStamped()
+            self.obs_wrench_msg.header.frame_id = obs.frame
+            self.obs_torque_msg = JointState(name=joints)
+            self.obs_last_pub = -float("inf")
+            self.collision_pub.publish(Bool(data=False))
+
+    def command(self, tau, stamp_ns, safe, publish_state, info):
+        """tau (model order) -> the command in `joints` order on command_topic; ~/joint_command and
+        ~/state too when enabled (~/state only while it has subscribers)."""
+        tau.take(self.perm, out=self.cmd_np)
+        self.cmd_pub.publish(self.cmd.bytes())
+        jc = self.jc_pub is not None
+        state = publish_state and self.state.wanted()
+        if not (jc or state):
+            return
+        sec, nanosec = divmod(stamp_ns, 1_000_000_000)
+        if jc:
+            stamp = self.jc_msg.header.stamp
+            stamp.sec, stamp.nanosec = sec, nanosec
+            self.jc_eff[:] = self.cmd_np
+            self.jc_pub.publish(self.jc_msg)
+        if state:
+            self.state.publish(self.cmd_np, sec, nanosec, info, safe)
+
+    def observer(self, loop, now, stamp_ns, safe):
+        """After a control step: ~/collision on a change, the wrench and r at observer.publish_rate."""
+        if self.obs_wrench_pub is None or safe or loop._obs_last is None:
+            return
+        obs = loop.observer
+        if loop.obs_edge:
+            self.collision_pub.publish(Bool(data=bool(obs.collision)))
+        rate = loop.param("observer.publish_rate")
+        if rate > 0 and now - self.obs_last_pub < 1.0 / rate:
+            return
+        self.obs_last_pub = now
+        sec, nanosec = divmod(stamp_ns, 1_000_000_000)
+        w = loop.observer_wrench(stamp_ns * 1e-9)
+        m = self.obs_wrench_msg
+        m.header.stamp.sec, m.header.stamp.nanosec = sec, nanosec
+        f, t = m.wrench.force, m.wrench.torque
+        f.x, f.y, f.z, t.x, t.y, t.z = (float(x) for x in w)
+        self.obs_wrench_pub.publish(m)
+        tm = self.obs_torque_msg
+        tm.header.stamp.sec, tm.header.stamp.nanosec = sec, nanosec
+        tm.effort = obs.r[loop.perm].tolist()
+        self.obs_torque_pub.publish(tm)
+
+    def flush(self, timeout=0.5):
+        """Wait (bounded) until reliable subscribers have acknowledged the last commands."""
+        from rclpy.duration import Duration
+        for pub in (self.cmd_pub, self.jc_pub):
+            if pub is not None:
+                try:
+                    pub.wait_for_all_acked(Duration(seconds=timeout))
+                except Exception:                      # noqa: BLE001 (best effort on the way out)
+                    pass
+
+    def destroy(self):
+        for pub in (self.cmd_pub, self.state_pub, self.jc_pub, self.obs_wrench_pub, self.obs_torque_pub,
+                    self.collision_pub):
+            if pub is not None:
+                self.node.destroy_publisher(pub)
