@@ -120,19 +120,35 @@ class BridgeProbe(Probe):
         with self.lock:
             self.urdf = msg.data
 
-    def publish_target(self, q):
-        """A joint set-point on <controller_ns>/target_joint_state (positions, joints order)."""
+    def publish_target(self, q, timeout=20.0):
+        """A joint set-point on <controller_ns>/target_joint_state (positions, joints order), confirmed:
+        sent again every 0.5 s until the controller's ~/state shows it taken (its reference moves off
+        the one held before, or is the set-point).  One volatile message can be lost even after the
+        publisher saw the subscription (discovery is not symmetric: the reader may not know the writer
+        yet); a fresh-clone run measured K = 0 from a step that never arrived."""
         from sensor_msgs.msg import JointState
         msg = JointState()
         msg.name = list(self.joints)
         msg.position = [float(x) for x in q]
-        # one volatile message: published before discovery matched the controller's subscription, it is
-        # lost (a fresh-clone run measured K = 0: the step never arrived); wait for the match first
-        t_end = time.monotonic() + 20.0
+        q = np.asarray(q, dtype=float)
+        t_end = time.monotonic() + timeout
         while self.pub_target.get_subscription_count() == 0 and time.monotonic() < t_end:
             time.sleep(0.02)
         assert self.pub_target.get_subscription_count() > 0, "no subscriber on the target topic"
-        self.pub_target.publish(msg)
+        with self.lock:
+            before = None if self.ctl_ref is None else self.ctl_ref.copy()
+
+        def taken():
+            r = self.ctl_ref
+            return r is not None and r.shape == q.shape and (
+                np.max(np.abs(r - q)) < 1e-9 or before is None or before.shape != r.shape
+                or np.max(np.abs(r - before)) > 1e-12)
+        while time.monotonic() < t_end:
+            self.pub_target.publish(msg)
+            if self.wait_for(taken, 0.5):
+                return
+        raise AssertionError(f"the controller did not take the set-point within {timeout} s (its ~/state "
+                             f"reference: {self.ctl_ref})")
 
     def bridge_state(self):
         return self.diag.get("state")

@@ -11,8 +11,12 @@ hardware interface would present it (the role of franka_ros2's hardware interfac
                                        its end effector (mass from the robot state) as a fixed link, TCP frame
               /diagnostics             diagnostic_msgs/DiagnosticArray: state, reason, cycles, lost cycles,
                                        watchdog / guard trips, model cross-check figures, last robot error
+              ~/commands, ~/state      in_process: the loop's command (Float64MultiArray) and its state
+                                       (sensor_msgs/JointState as the controller node's ~/state: reference,
+                                       error, command; only while subscribed)
   subscribes  /effort_controller/commands  std_msgs/Float64MultiArray (topic mode), `joints` order [N m],
-                                       WITHOUT gravity (the robot adds it)
+                                       WITHOUT gravity (the robot adds it); taken by a thread of its
+                                       own waiting on the subscription (nodes/control_path.py)
   services    ~/recover                std_srvs/Trigger: after a robot error: automatic error recovery and a
                                        new torque motion from zero torque; after a watchdog stop: resume.
                                        The next commands are blended in over ramp_time (no torque jump).
@@ -47,7 +51,6 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
 from rclpy.node import Node
-from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from rcl_interfaces.srv import GetParameters
 from rosgraph_msgs.msg import Clock
@@ -59,7 +62,10 @@ from trajectory_msgs.msg import JointTrajectory
 from .. import realtime
 from ..dynamics import Model, PinocchioBackend
 from ..hardware import franka as fh
-from .common import map_joint_values, pose_to_rp, trajectory_arrays
+from .cdr import Float64ArrayCdr, JointStateWriter
+from .common import command_values, map_joint_values, pose_to_rp, trajectory_arrays
+from .control_path import ControlPath, TakeSubscription
+from .controller_outputs import StateOutput
 from .runner import run
 
 MODES = ("topic", "in_process")
@@ -149,8 +155,8 @@ class FrankaBridge(Node):
         self.arm = fh.FrankaArm(p["robot_ip"], realtime=p["realtime"], signal_timeout=p["signal_timeout"],
                                 max_delta_tau=p["max_delta_tau"], on_cycle=self._on_cycle)
 
-        self.js = JointState()
-        self.js.name = self.joints
+        self.js = JointStateWriter(self.joints)          # serialized, preallocated (nodes/cdr.py)
+        self._clock_handle = self.get_clock().handle
         # reliable, as the sim node and joint_state_broadcaster publish: best-effort readers (the
         # controller node's default) match it too
         self.pub_js = self.create_publisher(JointState, p["joint_states_topic"], QoSProfile(depth=10))
@@ -168,8 +174,13 @@ class FrankaBridge(Node):
             self.gate.permitted = False
             self.ctl_client = self.create_client(GetParameters, p["controller_node"].rstrip("/") + "/get_parameters")
             self.create_timer(0.5, self._check_controller)
+        self._cmd_path = None
         if self.mode == "topic":
-            self.create_subscription(Float64MultiArray, p["command_topic"], self._on_command, 10)
+            # the commands: a thread of their own waits on the subscription (nodes/control_path.py), no
+            # executor per message; the executor keeps services, timers and parameters
+            sub = TakeSubscription(self, Float64MultiArray, p["command_topic"], 10, raw=True)
+            self._cmd_path = ControlPath(self, sub, self._on_command_raw, name="commands",
+                                         on_error=self._on_path_error)
         self.create_service(Trigger, "~/recover", self._srv_recover)
         self.create_timer(0.05, self._poll)
         self.create_timer(0.01, self._idle_state)
@@ -177,6 +188,8 @@ class FrankaBridge(Node):
         self.add_on_set_parameters_callback(self._on_set_bridge_params)
         self.rt_settings = realtime.settings_from(lambda n: p.get(n))
         self.rt_report = realtime.apply(self.rt_settings, log=self._rt_log)   # RealtimeError: rt_required
+        if self._cmd_path is not None:
+            self._cmd_path.start()
         self._starter = threading.Thread(target=self._connect_and_start, daemon=True)
         self._starter.start()
 
@@ -347,8 +360,9 @@ class FrankaBridge(Node):
                 ok, reason = self.loop.set_params(changes)
             return SetParametersResult(successful=bool(ok), reason=reason or "")
         self.add_on_set_parameters_callback(on_set)
-        self.cmd_msg = Float64MultiArray()
+        self.cmd_out = Float64ArrayCdr(fh.N, "joints")     # ~/commands, serialized, preallocated
         self.pub_cmd = self.create_publisher(Float64MultiArray, "~/commands", 10)
+        self.state_out = StateOutput(self, self.loop)      # ~/state, as the controller node's
         self.create_subscription(JointTrajectory, "~/joint_trajectory", self._on_trajectory, 10)
         self.create_subscription(JointState, "~/target_joint_state", self._on_target_joint_state, 10)
         self.create_subscription(PoseStamped, "~/target_pose", self._on_target_pose, 10)
@@ -432,12 +446,12 @@ class FrankaBridge(Node):
             st = self.clock_msg.clock
             st.sec, st.nanosec = divmod(ns, 1_000_000_000)
             self.pub_clock.publish(self.clock_msg)
-            js.header.stamp.sec, js.header.stamp.nanosec = st.sec, st.nanosec
         else:
-            js.header.stamp = self.get_clock().now().to_msg()
-        js.position, js.velocity, js.effort = q.tolist(), dq.tolist(), tau_J.tolist()
+            ns = self._clock_handle.get_now().nanoseconds
+        js.set_stamp(*divmod(ns, 1_000_000_000))
+        js.position[:], js.velocity[:], js.effort[:] = q, dq, tau_J
         self.t_state_pub = t
-        self.pub_js.publish(js)
+        self.pub_js.publish(js.bytes())
 
     # ---- the robot's control callback (libfranka's thread) ----
     def _on_cycle(self, state, t):
@@ -463,12 +477,21 @@ class FrankaBridge(Node):
         return out
 
     # ---- topic mode ----
-    def _on_command(self, msg):
-        now = time.monotonic()
-        tau = np.asarray(msg.data, float)
+    def _on_command_raw(self, raw, now, last):
+        """A command on the commands thread (serialized): the newest of those taken together applies."""
+        if not last:
+            return
+        self._on_command(command_values(raw), now)
+
+    def _on_path_error(self, where, e):
+        self.get_logger().error(f"commands thread ({where}): {type(e).__name__}: {e}", throttle_duration_sec=5.0)
+
+    def _on_command(self, tau, now=None):
+        now = time.monotonic() if now is None else now
+        tau = np.array(tau, dtype=float).reshape(-1)
         if tau.shape != (fh.N,) or not np.all(np.isfinite(tau)):
             self.gate.n_rejected += 1
-            self.get_logger().warning(f"command rejected (7 finite numbers expected): {list(msg.data)[:8]}",
+            self.get_logger().warning(f"command rejected (7 finite numbers expected): {tau.tolist()[:8]}",
                                       throttle_duration_sec=1.0)
             return
         self.n_commands += 1
@@ -554,8 +577,11 @@ class FrankaBridge(Node):
             loop.update_state(qm, vm, t)
             tau_m, safe = loop.step(t)
             tau = tau_m[self.index]
-        self.cmd_msg.data = tau.tolist()
-        self.pub_cmd.publish(self.cmd_msg)
+            if self.state_out.wanted():
+                sec, nsec = divmod(self._clock_handle.get_now().nanoseconds, 1_000_000_000)
+                self.state_out.publish(tau, sec, nsec, loop.info, safe)
+        self.cmd_out.data[:] = tau
+        self.pub_cmd.publish(self.cmd_out.bytes())
         return tau
 
     # ---- supervision ----
@@ -641,6 +667,8 @@ class FrankaBridge(Node):
         self.pub_diag.publish(arr)
 
     def destroy_node(self):
+        if self._cmd_path is not None:
+            self._cmd_path.destroy()
         try:
             self.arm.close()
         except Exception:

@@ -25,6 +25,9 @@ zeroed when no message came for that long (a driver's watchdog); 0 disables it (
 
 Timing: physics runs in its own thread, paced by the wall clock: every 1/publish_rate s it steps as
 many dt steps as the real-time factor asks (sim time = real_time_factor x wall time), then publishes.
+That thread is a control path (nodes/control_path.py): it waits on the command subscription itself
+between cycles and takes each command when it arrives (the executor never sees them), and its
+outputs are preallocated serialized messages (nodes/cdr.py).
 If it falls more than `max_catchup` steps behind (machine overloaded) it drops the backlog and slows
 down instead of bursting; the node logs the count of such slips at shutdown.  The simulated clock starts at
 the wall-clock time of start-up (`sim_time_origin: wall`, so stamps are comparable to a node that does
@@ -48,6 +51,9 @@ from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 
 from .. import realtime
+from .cdr import ClockWriter, JointStateWriter, WrenchStampedWriter
+from .common import command_values, parse_xacro_args
+from .control_path import ControlPath, TakeSubscription
 from .runner import run
 
 # Every parameter the node declares: name -> (default, description).  Tests and the launch checks use
@@ -65,8 +71,13 @@ PARAMETERS = {
                                  "home pose, else zero clamped into the limits)"),
     "dt": (0.001, "physics step [s]"),
     "real_time_factor": (1.0, "simulated seconds per wall-clock second"),
+    "integrator": ("RK4", "MuJoCo integrator: RK4 (4 evaluations per step; accurate without contacts), "
+                          "implicitfast or euler (1 evaluation: a quarter of the physics CPU)"),
     "publish_rate": (1000.0, "joint_states / clock / wrench rate [Hz] (wall clock); at most 1/dt"),
     "max_catchup": (50, "most steps run in one cycle before the backlog is dropped"),
+    "spin_wait": (0.0, "[s] the physics thread polls (does not sleep) this long before each cycle: "
+                       "cycles on time where timer wake-ups are late (a shared virtual machine), for "
+                       "the CPU of the window (0.0003 at 1 kHz: about 30 % of a core); 0: sleep"),
     "sim_time_origin": ("wall", "'wall': sim clock starts at the wall time of start-up; 'zero': at 0"),
     "joint_states_topic": ("/joint_states", "sensor_msgs/JointState out"),
     "command_topic": ("/effort_controller/commands", "std_msgs/Float64MultiArray in"),
@@ -120,19 +131,6 @@ def load_model(robot="panda", urdf_path="", robot_description="", xacro_args=Non
     if urdf_path:
         return Model.from_description(urdf_path, xacro_args=parse_xacro_args(xacro_args) or None, **kw)
     return Model.from_robot(robot, **kw)
-
-
-def parse_xacro_args(items):
-    """['name:=value', ...] (as on the xacro command line) -> {name: value}; ValueError on another form
-    (the controller node has the same rule)."""
-    out = {}
-    for a in items or []:
-        if a:
-            name, sep, value = str(a).partition(":=")
-            if not sep or not name.strip():
-                raise ValueError(f"xacro_args: expected 'name:=value', got {a!r}")
-            out[name.strip()] = value
-    return out
 
 
 # Where the F/T sensor sits when `ft_sensor_frame` is not given: the flange.
@@ -192,7 +190,7 @@ class MujocoSimNode(Node):
                            inertia=[float(x) for x in p["payload.inertia"]])
         self.sim = MujocoSim(m, dt=self.dt, damping=float(p["damping"]), friction=float(p["friction"]),
                              ft_sensor_frame=self.ft_frame, effort_limits=bool(p["effort_limits"]),
-                             payload=payload)
+                             payload=payload, integrator=str(p["integrator"]))
         q0 = list(p["initial_positions"] or [])
         if len(q0) == self.n:
             self.q0 = np.asarray(q0, dtype=float)[self.msg_to_model]
@@ -232,24 +230,35 @@ class MujocoSimNode(Node):
                                  reliability=ReliabilityPolicy.RELIABLE)
             self.pub_desc = self.create_publisher(String, "/robot_description", latched)
             self.pub_desc.publish(String(data=m.urdf))
-        self.create_subscription(Float64MultiArray, p["command_topic"], self._on_command, qos)
+        # the commands: taken by the physics thread at the start of each cycle (serialized), never by
+        # the executor (which keeps ~/apply_wrench, ~/reset and /diagnostics)
+        self._cmd_sub = TakeSubscription(self, Float64MultiArray, p["command_topic"], qos, raw=True)
         self.create_subscription(WrenchStamped, "~/apply_wrench", self._on_wrench, qos)
         self.create_service(Trigger, "~/reset", self._on_reset)
 
-        self._js = JointState()
-        self._js.name = list(self.joints)
-        self._wmsg = WrenchStamped()
-        if self.ft_frame:
-            self._wmsg.header.frame_id = self.ft_frame
-        self.stats = {"cycles": 0, "steps": 0, "slips": 0, "bad_commands": 0, "timeouts": 0}
+        # the outputs, preallocated and published as serialized bytes (nodes/cdr.py)
+        self._js = JointStateWriter(self.joints)
+        self._wmsg = WrenchStampedWriter(self.ft_frame or "")
+        self._clock_out = ClockWriter()
+        self.stats = {"cycles": 0, "steps": 0, "slips": 0, "bad_commands": 0, "timeouts": 0,
+                      "commands": 0, "superseded_commands": 0}
         self.rt_report = None                   # realtime.apply's report once apply_realtime() ran
         self._gc_ctl = realtime.GcControl(realtime.Settings())   # a no-op until apply_realtime()
         if float(p["diagnostics_period"]) > 0:
             self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
             self.create_timer(float(p["diagnostics_period"]), self._publish_diagnostics)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="mujoco_sim", daemon=True)
-        self._thread.start()
+        # the physics thread: a control path (nodes/control_path.py) waiting on the command subscription
+        # itself, with a wake-up at every physics cycle; commands are taken as they arrive, never by the
+        # executor (which keeps ~/apply_wrench, ~/reset and /diagnostics)
+        self._path = ControlPath(self, self._cmd_sub, self._on_command, self._cycle, self._on_path_error,
+                                 name="mujoco_sim", spin=float(p["spin_wait"]))
+        self._rtf = float(p["real_time_factor"])
+        self._period = max(1.0 / float(p["publish_rate"]), self.dt / self._rtf)
+        self._max_catchup = int(p["max_catchup"])
+        self._wall0 = self._next_wake = time.monotonic()
+        self._steps0 = self._steps = 0
+        self._path.wake_at(self._next_wake)
+        self._path.start()
         self.get_logger().info(
             f"simulating {m.name!r} ({self.n} joints) dt={self.dt} s rtf={p['real_time_factor']} "
             f"publish {p['publish_rate']} Hz on {p['joint_states_topic']}; commands on "
@@ -281,12 +290,20 @@ class MujocoSimNode(Node):
         arr.header.stamp = self.get_clock().now().to_msg()
         self._diag_pub.publish(arr)
 
-    # ---- callbacks: convert, check, store ----
-    def _on_command(self, msg):
-        u = np.asarray(msg.data, dtype=float)
-        ok = u.shape == (self.n,) and bool(np.all(np.isfinite(u)))
+    # ---- commands (the physics thread) ----
+    def _on_command(self, raw, now, last):
+        """A command (serialized), taken by the physics thread when it arrives; the newest of those
+        taken together applies (as a JointGroupEffortController's real-time buffer keeps the latest).
+        A message of the wrong length or with a NaN / inf: rejected with a (throttled) warning, the
+        last good command held (or zero)."""
+        self.stats["commands"] += 1
+        if not last:
+            self.stats["superseded_commands"] += 1
+            return
+        u = command_values(raw)
+        ok = u.shape == (self.n,) and math.isfinite(float(u.dot(u)))
         with self._lock:
-            self._cmd_time = time.monotonic()
+            self._cmd_time = now
             if ok:
                 if self._braked and np.any(u):
                     self._brake_check(u)
@@ -299,6 +316,9 @@ class MujocoSimNode(Node):
             f"command rejected ({'length %d, expected %d' % (u.size, self.n) if u.size != self.n else 'non-finite value'}); "
             f"{'holding the last good command' if self.policy == 'hold' else 'commanding zero effort'}",
             throttle_duration_sec=1.0)
+
+    def _on_path_error(self, where, e):
+        self.get_logger().error(f"physics thread ({where}): {type(e).__name__}: {e}", throttle_duration_sec=1.0)
 
     def _brake_check(self, u):
         """Open the brakes once the (non-zero) command has settled, or after brake_release_timeout."""
@@ -357,42 +377,36 @@ class MujocoSimNode(Node):
         self.sim.reset(self.q0)
         self.sim.d.time = t
 
-    def _run(self):
-        rtf = float(self.p["real_time_factor"])
-        period = max(1.0 / float(self.p["publish_rate"]), self.dt / rtf)
-        max_catchup = int(self.p["max_catchup"])
-        wall0 = time.monotonic()
-        steps0 = 0                       # steps done at wall0
-        steps = 0
-        next_wake = wall0
-        try:
-            while not self._stop.is_set():
-                now = time.monotonic()
-                target = steps0 + int((now - wall0) * rtf / self.dt)
-                n = target - steps
-                if n > max_catchup:     # overloaded: drop the backlog (sim slows down, never bursts)
-                    self.stats["slips"] += 1
-                    wall0, steps0 = now, steps
-                    n = 1
-                if n > 0:
-                    tau = self._command(now)
-                    self.sim.step(tau, n)
-                    if self._braked:        # brakes on: time runs, the arm stays at initial_positions
-                        self._reset_keep_time()
-                    steps += n
-                    self.stats["steps"] = steps
-                    self.stats["cycles"] += 1
-                    self._publish()
-                    self._gc_ctl.tick(now)      # rt_gc_mode manual: after the publish
-                next_wake += period
-                delay = next_wake - time.monotonic()
-                if delay < -period:     # late by more than a period: re-anchor the schedule
-                    next_wake = time.monotonic()
-                elif delay > 0:
-                    time.sleep(delay)
-        except Exception as e:  # noqa: BLE001  (a dead physics thread must be loud)
-            self.get_logger().fatal(f"physics thread stopped: {e!r}")
-            raise
+    def _cycle(self, now):
+        """One physics cycle (the control path's wake-up): as many dt steps as the real-time factor
+        asks since the last cycle (sim time = real_time_factor x wall time), then publish, then the
+        next wake-up one publish period later.  More than max_catchup steps behind (an overloaded
+        machine): the backlog is dropped and the sim slows down instead of bursting."""
+        target = self._steps0 + int((now - self._wall0) * self._rtf / self.dt)
+        n = target - self._steps
+        if n <= 0:                      # woken before the next step is due (a timer returning a little
+            due = self._wall0 + (self._steps + 1 - self._steps0) * self.dt / self._rtf   # early): wait
+            self._path.wake_at(max(due, now + 1e-6))     # for it, the cycle is not lost
+            return
+        if n > self._max_catchup:
+            self.stats["slips"] += 1
+            self._wall0, self._steps0 = now, self._steps
+            n = 1
+        if n > 0:
+            tau = self._command(now)
+            self.sim.step(tau, n)
+            if self._braked:            # brakes on: time runs, the arm stays at initial_positions
+                self._reset_keep_time()
+            self._steps += n
+            self.stats["steps"] = self._steps
+            self.stats["cycles"] += 1
+            self._publish()
+            self._gc_ctl.tick(now)      # rt_gc_mode manual: after the publish
+        period = self._period
+        self._next_wake += period
+        if self._next_wake < time.monotonic() - period:   # late by more than a period: re-anchor
+            self._next_wake = time.monotonic()
+        self._path.wake_at(self._next_wake)
 
     def sim_time(self):
         return self.t0 + self.sim.t
@@ -402,27 +416,24 @@ class MujocoSimNode(Node):
         sec = int(math.floor(t))
         nsec = int((t - sec) * 1e9)
         if self.pub_clock is not None:
-            c = Clock()
-            c.clock.sec, c.clock.nanosec = sec, nsec
-            self.pub_clock.publish(c)
-        js = self._js
-        js.header.stamp.sec, js.header.stamp.nanosec = sec, nsec
-        js.position = self.sim.q[self.model_to_msg].tolist()
-        js.velocity = self.sim.v[self.model_to_msg].tolist()
-        js.effort = self.sim.measured_effort[self.model_to_msg].tolist()
-        self.pub_js.publish(js)
+            self._clock_out.set_stamp(sec, nsec)
+            self.pub_clock.publish(self._clock_out.bytes())
+        js, idx = self._js, self.model_to_msg
+        js.set_stamp(sec, nsec)
+        self.sim.q.take(idx, out=js.position)
+        self.sim.v.take(idx, out=js.velocity)
+        self.sim.measured_effort.take(idx, out=js.effort)
+        self.pub_js.publish(js.bytes())
         if self.pub_wrench is not None:
-            w = self.sim.ft_wrench()
             m = self._wmsg
-            m.header.stamp.sec, m.header.stamp.nanosec = sec, nsec
-            f, tq = m.wrench.force, m.wrench.torque
-            f.x, f.y, f.z, tq.x, tq.y, tq.z = (float(x) for x in w)
-            self.pub_wrench.publish(m)
+            m.set_stamp(sec, nsec)
+            m.wrench[:] = self.sim.ft_wrench()
+            self.pub_wrench.publish(m.bytes())
 
     def stop(self):
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=2.0)
+        if self._path is not None and self._path.stop():
+            self._path.destroy()
+            self._path = None
 
     def destroy_node(self):
         self.stop()
