@@ -199,3 +199,35 @@ def test_default_params():
     sf = SafetyFilter(MODEL)
     assert sf.params["rate_limit"] == 1000.0 and sf.params["ramp_time"] == 0.5
     np.testing.assert_array_equal(sf.limit, LIM)
+
+
+class _GeneralOnly(SafetyFilter):
+    """The filter without its fast path (SafetyFilter._fast): every cycle element by element."""
+
+    def _fast(self, tau, dt, p):
+        return None
+
+
+small = st.floats(-1.0, 1.0)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.lists(st.one_of(st.floats(-100, 100), small, special), min_size=N, max_size=N),
+                          dts), min_size=1, max_size=30),
+       st.floats(1.0, 5000.0), st.one_of(st.just(0.0), st.floats(0.001, 0.02)), st.floats(0.05, 1.0),
+       st.one_of(st.none(), st.lists(st.floats(1.0, 5000.0), min_size=N, max_size=N)))
+def test_fast_path_equals_the_general_path(steps, rate, ramp, scale, rates):
+    """The fast path of apply() gives, bit for bit, the output, the reasons and the counts of the
+    general path, over sequences that cross its conditions both ways (small steps within the rate
+    limit, jumps, clamps, NaN, the end of the start ramp, bad dt)."""
+    p = SafetyParams(rate_limit=rates if rates is not None else rate, ramp_time=ramp, effort_scale=scale)
+    a, b = SafetyFilter(MODEL, p), _GeneralOnly(MODEL, p)
+    prev = np.zeros(N)
+    for tau, dt in steps:
+        tau = np.array(tau, dtype=float)
+        if np.all(np.abs(tau) <= 1.0):                 # a small change from the last output
+            tau = prev + tau * 1e-3
+        ya, yb = a.apply(tau, None, dt), b.apply(tau, None, dt)
+        assert np.array_equal(ya, yb), (ya, yb)
+        assert a.reasons == b.reasons and a.counts == b.counts
+        prev = ya

@@ -85,6 +85,52 @@ def critical_damping(Linv, G, k, two_zeta):
     return (two_zeta * (H.T * w)) @ H
 
 
+class MeanDamping:
+    """D = 2 zeta (B # K) for K = diag(k) with every k_i > 0, as a factor: D = H diag(w) H^T, applied
+    to a vector without forming D.  The geometric mean is symmetric, B # K = K # B, and K's square
+    root is a diagonal, so one symmetric eigensolve of a scaled matrix is all it takes:
+
+        B # K = K^1/2 (K^-1/2 B K^-1/2)^1/2 K^1/2:   C = K^-1/2 B K^-1/2 = Q diag(c) Q^T,
+                                                      H = K^1/2 Q,  w = 2 zeta sqrt(c)          (from B)
+        with B = A^-1 (the task inertia Lambda from A = J M^-1 J^T), K^-1/2 B K^-1/2 = (K^1/2 A K^1/2)^-1:
+                                                      C = K^1/2 A K^1/2,  w = 2 zeta / sqrt(c)   (from A)
+
+    so the task damping needs neither Lambda nor a triangular inverse, and M's square root never
+    appears.  It is the same D as critical_damping (the tests compare both, and the modal ratios, to
+    1e-9).  With some k_i = 0 use critical_damping (that mode has no damping)."""
+
+    def __init__(self, k, two_zeta):
+        k = np.asarray(k, dtype=float)
+        self.sk = np.sqrt(k)
+        self.scale = np.outer(self.sk, self.sk)        # K^1/2 X K^1/2 = X * scale
+        self.iscale = 1.0 / self.scale                 # K^-1/2 X K^-1/2 = X * iscale
+        self.two_zeta = float(two_zeta)
+        self.H = self.w = None
+
+    def factor(self, X, inverse):
+        """X = B (inverse False) or A = B^-1 (inverse True), upper triangle read.  False when the
+        eigensolve failed or X is not positive definite (the caller then damps with NaN: refused)."""
+        c, Q, info = dsyev(X * (self.scale if inverse else self.iscale), compute_v=1, lower=0)
+        if info != 0 or not c[0] > 0.0:
+            self.H = self.w = None
+            return False
+        w = np.sqrt(c)
+        self.w = (self.two_zeta / w) if inverse else (self.two_zeta * w)
+        Q *= self.sk[:, None]
+        self.H = Q
+        return True
+
+    def apply(self, u, out=None):
+        """D u."""
+        y = self.H.T.dot(u)
+        y *= self.w
+        return self.H.dot(y, out=out)
+
+    def matrix(self):
+        H = self.H
+        return (H * self.w) @ H.T
+
+
 @dataclass
 class State:
     """Measured robot state at time t [s]: q [rad | m], v [rad/s | m/s], optional measured wrench
@@ -289,7 +335,7 @@ class ControlLaw:
         if q.shape != (self.model.nq,) or v.shape != (self.nv,):
             raise ValueError(f"{self.name}: state q has shape {q.shape}, v {v.shape}; "
                              f"expected ({self.model.nq},), ({self.nv},)")
-        if not math.isfinite(q @ q + v @ v):
+        if not math.isfinite(q.dot(q) + v.dot(v)):
             self._tau.fill(np.nan)
             self.info.error = np.full_like(self.info.error, np.nan)
             self.info.status = "nonfinite state"

@@ -22,10 +22,14 @@ which gives every mode of the task-space error dynamics Lambda e'' + D e' + K e 
 dynamics seen through Lambda, nullspace and velocity-product terms aside) the damping ratio zeta:
 "critical" (zeta = 1) means each generalised eigenmode K phi = w^2 Lambda phi is damped with 2 w.
 K here is the nominal stiffness of all six axes (on force axes too, so that they keep their damping).
+Computed as 2 zeta K^1/2 (K^1/2 A K^1/2)^-1/2 K^1/2 from A = Lambda^-1 itself (base.MeanDamping: one 6x6
+eigensolve, no inverse, D applied to the velocity error without being formed); with a zero stiffness
+or a given axis, from the Cholesky factor of A (base.critical_damping).
 Axes whose task.d_* is given use that value, decoupled (their rows and columns of D replaced by it).
 All given: D = diag(task.d_*).  Nullspace: nullspace_damping when given (diagonal), else
 D_ns = 2 zeta_ns M^1/2 (M^-1/2 K_ns M^-1/2)^1/2 M^1/2 with zeta_ns = nullspace_damping_ratio: critical
-for the posture task M e'' + D_ns e' + K_ns e = 0 in joint space; the projection N^T then removes what
+for the posture task M e'' + D_ns e' + K_ns e = 0 in joint space (one 7x7 eigensolve of
+K_ns^-1/2 M K_ns^-1/2); the projection N^T then removes what
 would move the task, so in the nullspace it is critical only approximately.  The posture error
 q_ns - q of continuous joints is the shortest angle.
 
@@ -72,8 +76,8 @@ import pinocchio as pin
 from scipy.linalg.lapack import dpotrf, dpotrs, dtrtri
 
 from .cartesian_trajectory import CartesianTrajectory
-from .base import (CartesianReference, ControlLaw, check_bool, check_scalar, check_vector, critical_damping,
-                   shortest_error)
+from .base import (CartesianReference, ControlLaw, MeanDamping, check_bool, check_scalar, check_vector,
+                   critical_damping, shortest_error)
 from ..dynamics.reference import spatial
 
 _AX = ("x", "y", "z")
@@ -123,6 +127,7 @@ class CartesianImpedance(ControlLaw):
         self._F = np.zeros(6)
         self._xd = np.zeros(6)
         self._tau0 = np.zeros(n)
+        self._zero_v = np.zeros(n)
         self._integral = np.zeros(6)
         self._t_last = None
         self.R_d, self.p_d = None, None
@@ -199,6 +204,9 @@ class CartesianImpedance(ControlLaw):
         self.K_ns = p["nullspace_stiffness"].copy()
         self.D_ns = None if p["nullspace_damping"] is None else p["nullspace_damping"].copy()
         self._two_zeta_ns = 2.0 * p["nullspace_damping_ratio"]
+        # the damping designs from one eigensolve each (base.MeanDamping) where every stiffness is > 0
+        self._mean = MeanDamping(self.K, self._two_zeta) if np.all(self.K > 0) else None
+        self._mean_ns = MeanDamping(self.K_ns, self._two_zeta_ns) if np.all(self.K_ns > 0) else None
         if p["q_nullspace"] is not None:
             self.q_ns = p["q_nullspace"].copy()
         self.lam2 = p["damped_pinv_lambda"] ** 2
@@ -210,7 +218,6 @@ class CartesianImpedance(ControlLaw):
         self._stiff = ~S                      # the axes whose error is clipped
         self.force_kp, self.force_ki = p["force_kp"].copy(), p["force_ki"].copy()
         self._integral[self.force_ki == 0.0] = 0.0
-        self.D = self.D_fixed.copy()
         if frame_changed:
             self.R_d = None                   # re-taken from the current pose at the next compute
 
@@ -341,21 +348,41 @@ class CartesianImpedance(ControlLaw):
             self.accel_d[:] = ac
 
     # ---- the law ----
-    def _kinematics(self, q):
-        """M (upper triangle valid), g, J (local_world_aligned), R, p of the frame."""
+    def _kinematics(self, q, v, vpc):
+        """M (upper triangle valid), h, J (local_world_aligned), R, p of the frame, and Jdot v (with
+        velocity_product_compensation, else None).  h = g(q) (None without gravity compensation),
+        + C(q, v) v with velocity_product_compensation.  Pinocchio fast path: one forward pass at
+        (q, v, 0) gives the placements for the Jacobians and the frame's classical acceleration Jdot v;
+        nonLinearEffects gives C v + g in one call."""
         if self.fast:
             pm, d = self.pm, self.pdata
-            M = pin.crba(pm, d, q)
-            g = pin.computeGeneralizedGravity(pm, d, q) if self.gravity_enabled else None
-            pin.computeJointJacobians(pm, d, q)
+            jdv = None
+            if vpc:
+                pin.forwardKinematics(pm, d, q, v, self._zero_v)
+                jdv = pin.getFrameClassicalAcceleration(pm, d, self.fid, _LWA).vector.copy()
+                pin.computeJointJacobians(pm, d)          # from the placements just computed
+            else:
+                pin.computeJointJacobians(pm, d, q)
             oMf = pin.updateFramePlacement(pm, d, self.fid)
             J = pin.getFrameJacobian(pm, d, self.fid, _LWA)
-            return M, g, J, oMf.rotation, oMf.translation
+            M = pin.crba(pm, d, q)
+            if vpc:
+                h = pin.nonLinearEffects(pm, d, q, v).copy()          # C v + g
+                if not self.gravity_enabled:
+                    h -= pin.computeGeneralizedGravity(pm, d, q)
+            else:
+                h = pin.computeGeneralizedGravity(pm, d, q) if self.gravity_enabled else None
+            return M, h, J, oMf.rotation, oMf.translation, jdv
         M = self.dyn.mass_matrix(q)
-        g = self.dyn.gravity(q).copy() if self.gravity_enabled else None
         J = np.array(self.dyn.frame_jacobian(q, self.frame, "local_world_aligned"))
         R, p = self.dyn.frame_placement(q, self.frame)
-        return M, g, J, R, p
+        h = self.dyn.gravity(q).copy() if self.gravity_enabled else None
+        jdv = None
+        if vpc:
+            jdv = self._jdot_v(q, v, J)
+            cv = np.array(self.dyn.rnea(q, v, self._zero_v)) - np.array(self.dyn.gravity(q))
+            h = cv if h is None else h + cv
+        return M, h, J, R, p, jdv
 
     def compute(self, state):
         q, v = self._state_ok(state)
@@ -366,7 +393,8 @@ class CartesianImpedance(ControlLaw):
             self.reset(state)
         if self.trajectory is not None or self._stream is not None:
             self._desired(state.t)
-        M, g, J, R, p = self._kinematics(q)
+        vpc = self._params["velocity_product_compensation"]
+        M, h, J, R, p, jdv = self._kinematics(q, v, vpc)
         cM, info = dpotrf(M, lower=0, clean=1)            # M = U^T U (upper triangle read)
         if info != 0:
             tau.fill(np.nan)
@@ -393,15 +421,20 @@ class CartesianImpedance(ControlLaw):
         # task wrench F = K e + D (xdot_d - xdot) + F_d
         F = self._F
         np.subtract(self.twist_d, xd, out=F)
-        if not self._all_d_given:
+        gi = self._dgiven_idx
+        if not self._all_d_given and not gi.size and self._mean is not None:
+            if not self._mean.factor(A, inverse=True):  # D = 2 zeta Lambda # K from A = Lambda^-1
+                tau.fill(np.nan)
+                self.info.status = "task inertia not positive definite"
+                return tau.copy()
+            self._mean.apply(F.copy(), out=F)
+        elif not self._all_d_given:
             Ui, _ = dtrtri(cA, lower=0)                 # Lambda = A^-1 = U^-1 U^-T: L = U^-1
             D = critical_damping(cA, Ui.T, self.K, self._two_zeta)
-            gi = self._dgiven_idx
             if gi.size:                                 # given axes: decoupled, their own value
                 D[gi, :] = 0.0
                 D[:, gi] = 0.0
                 D[gi, gi] = self.D_fixed[gi]
-            self.D = D
             F[:] = D @ F
         else:
             F *= self.D_fixed
@@ -410,22 +443,21 @@ class CartesianImpedance(ControlLaw):
         else:
             F += self.K * e
             F += self.wrench_d
-        vpc = self._params["velocity_product_compensation"]
         a_ff = self.accel_d
         if vpc or a_ff.any():                           # F += Lambda (xddot_d - Jdot v)
             a = np.where(self.S, 0.0, a_ff) if self._any_force else a_ff.copy()
             if vpc:
-                a -= self._jdot_v(q, v, J)
+                a -= jdv
             F += dpotrs(cA, a, lower=0)[0]
         np.dot(J.T, F, out=tau)
-        if vpc:                                         # + C(q, v) v
-            tau += self._coriolis_v(q, v)
 
         # dynamically consistent nullspace: tau += tau0 - J^T Lambda (J M^-1 tau0)
         t0 = self._tau0
         shortest_error(self.q_ns, q, self.continuous, out=t0)
         t0 *= self.K_ns
-        if self.D_ns is None:
+        if self.D_ns is None and self._mean_ns is not None and self._mean_ns.factor(M, inverse=False):
+            t0 -= self._mean_ns.apply(v)                # 2 zeta_ns (M # K_ns) v
+        elif self.D_ns is None:
             Mi, _ = dtrtri(cM, lower=0)                 # M = U^T U: L = U^T, L^-1 = U^-T
             t0 -= critical_damping(Mi.T, cM, self.K_ns, self._two_zeta_ns) @ v
         else:
@@ -433,8 +465,8 @@ class CartesianImpedance(ControlLaw):
         y, _ = dpotrs(cA, X.T @ t0, lower=0)           # Lambda J M^-1 tau0
         tau += t0
         tau -= J.T @ y
-        if g is not None:
-            tau += g
+        if h is not None:                               # g(q) [+ C(q, v) v]
+            tau += h
         self._add_friction(tau, v)
 
         # report
@@ -444,22 +476,12 @@ class CartesianImpedance(ControlLaw):
         return tau.copy()
 
     def _jdot_v(self, q, v, J):
-        """Jdot v of the frame (local_world_aligned): its classical acceleration at zero joint acceleration."""
-        if self.fast:
-            pm, d = self.pm, self.pdata
-            pin.forwardKinematics(pm, d, q, v, np.zeros(self.nv))
-            return pin.getFrameClassicalAcceleration(pm, d, self.fid, _LWA).vector.copy()
+        """Jdot v of the frame (local_world_aligned) through the backend, by central differences of J
+        (the fast path reads it from Pinocchio's forward pass: _kinematics)."""
         h = 1e-6
         Jp = np.array(self.dyn.frame_jacobian(q + h * v, self.frame, "local_world_aligned"))
         Jm = np.array(self.dyn.frame_jacobian(q - h * v, self.frame, "local_world_aligned"))
         return (Jp - Jm) @ v / (2.0 * h)
-
-    def _coriolis_v(self, q, v):
-        """C(q, v) v = rnea(q, v, 0) - g(q)."""
-        z = np.zeros(self.nv)
-        if self.fast:
-            return pin.rnea(self.pm, self.pdata, q, v, z) - pin.computeGeneralizedGravity(self.pm, self.pdata, q)
-        return np.array(self.dyn.rnea(q, v, z)) - np.array(self.dyn.gravity(q))
 
     def _clip_error(self, e, mp, mr):
         """Scale the position (rotation) error of the stiffness axes to norm <= mp (mr); 0: off."""

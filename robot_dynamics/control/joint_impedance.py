@@ -9,7 +9,9 @@ dynamics about a fixed reference, Coriolis neglected) with the ratio zeta = damp
 
     D = 2 zeta M^1/2 (M^-1/2 K M^-1/2)^1/2 M^1/2          (K = diag(k_gains), M at the current q)
 
-computed every cycle from the Cholesky factor of M and one nv x nv eigensolve (base.critical_damping).
+computed every cycle from one nv x nv eigensolve: of K^-1/2 M K^-1/2 (base.MeanDamping: M # K = K # M,
+and K^1/2 is a diagonal), applied to the velocity error without forming D; with a zero gain, from the
+Cholesky factor of M (base.critical_damping).
 "Critical" (zeta = 1) means exactly that: each generalised eigenmode K phi = w^2 M phi gets the modal
 damping 2 w.  A diagonal 2 zeta sqrt(k_i m_ii) (the earlier rule) is not: its modal ratios on the
 Panda spread from about 0.6 to above 1.
@@ -20,7 +22,7 @@ import numpy as np
 import pinocchio as pin
 from scipy.linalg.lapack import dpotrf, dtrtri
 
-from .base import JointLaw, check_bool, check_scalar, check_vector, critical_damping
+from .base import JointLaw, MeanDamping, check_bool, check_scalar, check_vector, critical_damping
 
 
 class JointImpedance(JointLaw):
@@ -45,6 +47,7 @@ class JointImpedance(JointLaw):
         self.k = p["k_gains"].copy()
         self.d = None if p["d_gains"] is None else p["d_gains"].copy()
         self._two_zeta = 2.0 * p["damping_ratio"]
+        self._mean = MeanDamping(self.k, self._two_zeta) if np.all(self.k > 0) else None
         self._dbuf = np.zeros(self.nv)
         self._M = np.zeros((self.nv, self.nv))
         self._zero = np.zeros(self.nv)
@@ -57,6 +60,10 @@ class JointImpedance(JointLaw):
 
     def _damping_matrix(self, M):
         """2 zeta M # K from M (upper triangle read); NaN if M is not positive definite."""
+        if self._mean is not None:
+            if not self._mean.factor(M, inverse=False):
+                return np.full((self.nv, self.nv), np.nan)
+            return self._mean.matrix()
         U, info = dpotrf(M, lower=0, clean=1)            # M = U^T U
         if info != 0:
             return np.full((self.nv, self.nv), np.nan)
@@ -70,16 +77,24 @@ class JointImpedance(JointLaw):
             return tau.copy()
         p = self._params
         _, v_d, a_d = self._desired(state, q, v)
+        D = mean = None
         if self.d is None:
             M = self._mass(q, self._M) if p["inertia_feedforward"] else self._mass_upper(q)
-            D = self._damping_matrix(M)
+            mean = self._mean
+            if mean is None:
+                D = self._damping_matrix(M)
+            elif not mean.factor(M, inverse=False):
+                tau.fill(np.nan)                      # M not positive definite: refused (safe command)
+                return tau.copy()
             d = None
         else:
             d = self.d
             if p["inertia_feedforward"]:
                 M = self._mass(q, self._M)
         np.multiply(self.k, self._e, out=tau)
-        if d is None:
+        if mean is not None:
+            tau += mean.apply(self._ed, out=self._dbuf)
+        elif d is None:
             tau += D @ self._ed
         else:
             tau += d * self._ed

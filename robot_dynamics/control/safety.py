@@ -120,6 +120,10 @@ class SafetyFilter:
         self.rate = rate
         self._use_state = (new["position_margin"] > 0 and new["position_stiffness"] > 0) or new["velocity_damping"] > 0
         self._zero = np.zeros(n)
+        self._inv_limit = 1.0 / self.limit              # the fast path of apply()
+        self._inv_rate = 1.0 / np.broadcast_to(np.asarray(rate, dtype=float), (n,))
+        self._ya = np.empty(n)
+        self._yb = np.empty(n)
         self._step = np.empty(n)                        # scratch arrays of apply()
         self._delta = np.empty(n)
         self._absd = np.empty(n)
@@ -167,8 +171,12 @@ class SafetyFilter:
         """Filtered torque (new array, finite, within the effort limits, within
         rate_limit * min(dt, command_period) of the previous output).  `fallback` may be a callable: it is then evaluated only when the command is
         not finite, so a g(q) fallback costs nothing on good cycles."""
-        self.reasons = []
+        if self.reasons:
+            self.reasons = []
         p = self._p
+        out = self._fast(tau, dt, p)
+        if out is not None:
+            return out
         # 1. command
         t = self._finite_vec(tau)
         if t is None:
@@ -218,6 +226,32 @@ class SafetyFilter:
             np.add(delta, self.prev, out=target)
             np.minimum(target, lim, out=target)
             np.maximum(target, self._neg_limit, out=target)
+        self.prev = target
+        return target.copy()
+
+    def _fast(self, tau, dt, p):
+        """The common cycle in a few vector operations, or None for the general path: a finite command
+        within the effort limits, no state terms, the start ramp over, a change within the rate limit.
+        Sufficient conditions (sum of squares): y = tau / limit with |y|^2 <= 1 makes every
+        |tau_i| <= limit_i (and tau finite); x = (tau - prev) / rate with |x|^2 <= h^2, h = min(dt,
+        command_period), makes every |tau_i - prev_i| <= rate_i h.  Nothing acts then: the output is
+        tau itself, as the general path would give it.  When a condition fails the general path
+        decides, element by element."""
+        if type(tau) is not np.ndarray or tau.shape != self._zero.shape or tau.dtype != np.float64 \
+                or self._use_state or self.elapsed < p.ramp_time:
+            return None
+        if not (0.0 < dt < math.inf):
+            return None
+        y = np.multiply(tau, self._inv_limit, out=self._ya)
+        if not y.dot(y) <= 1.0:                          # (NaN compares false)
+            return None
+        x = np.subtract(tau, self.prev, out=self._yb)
+        x *= self._inv_rate
+        h = dt if dt < p.command_period else p.command_period
+        if not x.dot(x) <= h * h:
+            return None
+        self.elapsed += dt
+        target = tau.copy()
         self.prev = target
         return target.copy()
 
