@@ -406,6 +406,7 @@ def node_cmd(kind, law, executor, qos, extra_params):
         cmd = [sys.executable, "-m", ECHO_MODULE, "--ros-args"]
         params = {"executor": executor, "qos_reliability": qos[0], "qos_depth": qos[1],
                   "output_qos_reliability": qos[2], "output_qos_depth": qos[3]}
+        params.update(extra_params or {})
     else:
         cmd = [sys.executable, "-m", CONTROLLER_MODULE] + (["--multi-threaded"] if executor == "multi" else []) \
             + ["--ros-args"]
