@@ -18,9 +18,8 @@ Rows, interleaved round by round so a change of machine load hits them all alike
 
 `--section sim` instead: the MuJoCo sim node (1 kHz) and the controller node as two processes, as the
 demo runs them, for each law: the /joint_states and command rates a probe receives, the sim's own
-cycle count and slips (/diagnostics), and both nodes' CPU; `--section memory`: the controller's RSS
-and, with tracemalloc in the node (PYTHONTRACEMALLOC, sampled from its /diagnostics), Python heap,
-every 30 s over --memory-minutes at 1 kHz.
+cycle count and slips (/diagnostics), and both nodes' CPU.  (The hot path's memory over 10 minutes:
+bench/memory.py.)
 
 Columns: answered = share of the states sent in the window that got their own command; CPU per state =
 node CPU seconds / states sent; x echo = that over the executor echo's of the same round; latency = reply
@@ -69,15 +68,13 @@ def main(argv=None):
                     help="controller rows: run with the driver subscribed to ~/state (exact matching for the "
                          "latency; the node then also publishes ~/state every step), without (answered by "
                          "count, latency by order: exact only without losses), or both (two runs per row)")
-    ap.add_argument("--section", default="cost", choices=("cost", "sim", "memory"))
+    ap.add_argument("--section", default="cost", choices=("cost", "sim"))
     ap.add_argument("--sim-seconds", type=float, default=10.0)
-    ap.add_argument("--memory-minutes", type=float, default=10.0)
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args(argv)
     if a.section == "sim":
         return sim_section(a)
-    if a.section == "memory":
-        return memory_section(a)
+
     rows = [r for r in a.rows.split(",") if r]
     for r in rows:
         if r not in ROWS:
@@ -250,13 +247,6 @@ def sim_section(a):
              ["law", "status", "/joint_states Hz", "commands Hz", "sim cycles Hz", "sim slips",
               "controller loop Hz", "sim CPU %", "controller CPU %"], rows)
     return 0
-
-
-def memory_section(a):
-    """The controller (gravity compensation, then the Cartesian law) under a 1 kHz driver for
-    --memory-minutes: RSS from /proc every 30 s; the Python heap from tracemalloc inside the node
-    (PYTHONTRACEMALLOC=1: its /diagnostics carry tracemalloc_current_kb when tracing)."""
-    raise SystemExit("memory: see bench/memory.py")
 
 
 if __name__ == "__main__":
