@@ -171,3 +171,117 @@ def test_bad_start_raises():
         traj.start(float("nan"), [0.0, 0.0])
     with pytest.raises(ValueError):
         traj.start(0.0, [0.0, 0.0], [np.nan, 0.0])
+
+
+# ---------------------------------------------------------------- ROS timing: header.stamp
+W = 2.0 * np.pi * 0.5                  # rad/s: the analytic path below
+
+
+def f(t):
+    """An analytic joint path (2 joints) and its derivatives: the points sample it exactly."""
+    t = np.asarray(t, dtype=float)
+    q = np.stack([0.3 * np.sin(W * t), -0.2 * np.cos(W * t) + 0.2], axis=-1)
+    v = np.stack([0.3 * W * np.cos(W * t), 0.2 * W * np.sin(W * t)], axis=-1)
+    a = np.stack([-0.3 * W * W * np.sin(W * t), 0.2 * W * W * np.cos(W * t)], axis=-1)
+    return q, v, a
+
+
+def analytic_traj(T=2.0, dt=0.05):
+    times = np.arange(0.0, T + 1e-9, dt)
+    q, v, a = f(times)
+    return JointTrajectory(times, q, v, a)
+
+
+def mj(t, T=2.0, d=(0.3, -0.2)):
+    """A minimum-jerk rest-to-rest path (2 joints) and its derivatives (a quintic in t)."""
+    s = np.clip(np.asarray(t, dtype=float) / T, 0.0, 1.0)[..., None]
+    d = np.asarray(d)
+    q = d * (10 * s**3 - 15 * s**4 + 6 * s**5)
+    v = d * (30 * s**2 - 60 * s**3 + 30 * s**4) / T
+    a = d * (60 * s - 180 * s**2 + 120 * s**3) / T**2
+    return q, v, a
+
+
+def test_stamp_in_the_future_holds_then_starts_then():
+    """A stamp 0.5 s after the start, first point = the current state at rest: that state is held
+    until then, then the points follow at stamp + time_from_start (the quintic Hermite reproduces this
+    quintic path exactly: 1e-12)."""
+    times = np.linspace(0.0, 2.0, 11)
+    tr = JointTrajectory(times, *mj(times))
+    tr.stamp = 10.5
+    tr.start(10.0, np.zeros(2), np.zeros(2))
+    for t in np.arange(10.0, 10.5, 0.01):
+        q, v, a = tr.sample(t)
+        np.testing.assert_allclose(q, 0.0, atol=1e-12)
+        np.testing.assert_allclose(v, 0.0, atol=1e-12)
+    for t in np.arange(10.5, 12.6, 0.013):
+        q, v, a = tr.sample(t)
+        qa, va, aa = mj(t - 10.5)
+        np.testing.assert_allclose(q, qa, atol=1e-12)
+        np.testing.assert_allclose(v, va, atol=1e-11)
+
+
+def test_stamp_in_the_past_skips_the_part_already_due():
+    """A stamp 0.5 s before the start: the points due are dropped; after the approach to the first
+    point still ahead (50 ms at most here), the path is followed at stamp + time_from_start, i.e.
+    0.5 s into its points; the trajectory ends 0.5 s sooner."""
+    tr = analytic_traj()
+    tr.stamp = 9.5
+    q_now, v_now, _ = f(0.5)                     # where the trajectory should be at the start
+    tr.start(10.0, q_now, v_now, max_velocity=10.0, max_acceleration=500.0)
+    assert tr.skipped == int(np.count_nonzero(np.arange(0.0, 2.0 + 1e-9, 0.05) + 9.5 <= 10.0)) and tr.delay == 0.0
+    assert abs(tr.end_time - (9.5 + 2.0)) < 1e-12
+    for t in np.arange(10.06, 11.5, 0.017):
+        q, v, _ = tr.sample(t)
+        qa, va, _ = f(t - 9.5)
+        np.testing.assert_allclose(q, qa, atol=1e-6)
+        np.testing.assert_allclose(v, va, atol=1e-5)
+
+
+def test_stamp_with_every_point_due_goes_to_the_last():
+    tr = analytic_traj()
+    tr.stamp = 0.0
+    tr.start(100.0, np.array([0.1, 0.1]), np.zeros(2), max_velocity=1.0, max_acceleration=5.0)
+    q_end, _, _ = f(2.0)
+    np.testing.assert_allclose(tr.sample(tr.end_time)[0], q_end, atol=1e-12)
+    assert tr.end_time > 100.0
+
+
+def test_a_trajectory_that_replaces_another_one_continues_its_motion():
+    """Joint impedance following one trajectory, replaced half way by another (from other points):
+    the law's reference q_d and v_d have no jump at the switch (each step's change there within 3x
+    the largest change over the 20 steps before it) and a_d keeps its value, because the new one
+    starts from the old one's sample (q_d, v_d, a_d), not from the measured state."""
+    from robot_dynamics.control import State, make_law
+    from robot_dynamics.dynamics import Model, PinocchioBackend
+    m = Model.from_robot("panda")
+    law = make_law("joint_impedance", m, PinocchioBackend(m), {})
+    q0 = np.array([0.1, -0.5, 0.2, -2.0, 0.1, 1.5, 0.3])
+    law.reset(State(q=q0, v=np.zeros(7), t=0.0))
+
+    def traj(amp, T):
+        times = np.linspace(0.0, T, 9)
+        P = np.tile(q0, (9, 1))
+        P[:, :3] += amp * np.sin(np.pi * times / T)[:, None]
+        return JointTrajectory(times, P)
+    law.set_reference(traj(0.2, 2.0))
+    q_meas = q0 + 0.003                       # the arm lags its reference: measured != desired
+    hist = []
+    dt = 0.001
+    for k in range(2000):
+        t = k * dt
+        if k == 700:
+            law.set_reference(traj(-0.1, 1.5))
+        law.compute(State(q=q_meas, v=np.zeros(7), t=t))
+        hist.append((law.q_d.copy(), law.v_d.copy(), law.a_d.copy()))
+    for i, name in enumerate(("q_d", "v_d")):
+        x = np.array([h[i] for h in hist])
+        d = np.abs(np.diff(x, axis=0)).max(axis=1)
+        before = d[679:699].max()
+        assert d[699] <= 3.0 * before + 1e-12, (name, d[699], before)
+        assert d[700] <= 3.0 * before + 1e-12, (name, d[700], before)
+    # the acceleration keeps its value across the switch (the new one bends away from it within a
+    # few ms: no step of the size of a_d itself, which a start at rest, a0 = 0, would give)
+    a = np.array([h[2] for h in hist])
+    scale = np.abs(a[600:700]).max()
+    assert np.abs(a[700] - a[699]).max() <= 0.05 * scale, (np.abs(a[700] - a[699]).max(), scale)

@@ -400,7 +400,9 @@ def as_vec(x, n, what, default=0.0):
 
 class JointLaw(ControlLaw):
     """A law tracking a joint reference: a fixed JointReference or a JointTrajectory (started at the
-    first compute after it is set, from the measured state at that time)."""
+    first compute after it is set, from the reference being followed then: q_d, v_d, a_d, which is
+    the measured state held since activation or a reset, or the previous trajectory's sample, so a
+    trajectory that replaces another one moves on without a jump)."""
 
     def __init__(self, model, backend, params=None):
         super().__init__(model, backend, params)
@@ -461,8 +463,9 @@ class JointLaw(ControlLaw):
             self.reset(State(q=q, v=v, t=state.t))
         tr = self.trajectory
         if tr is not None:
-            if not tr.started:
-                tr.start(state.t, q, v, continuous=self.continuous, **self.approach_bounds())
+            if not tr.started:               # from the reference being followed (held: the state
+                tr.start(state.t, self.q_d, self.v_d, a0=self.a_d,  # at activation), so nothing jumps
+                         continuous=self.continuous, **self.approach_bounds())
             q_d, v_d, a_d = tr.sample(state.t)
             self.q_d, self.v_d[:], self.a_d[:] = q_d, v_d, a_d
             if tr.done(state.t):

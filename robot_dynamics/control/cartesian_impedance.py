@@ -309,8 +309,8 @@ class CartesianImpedance(ControlLaw):
         """Update R_d, p_d, twist_d, accel_d for law time t (trajectory or streamed reference)."""
         tr = self.trajectory
         if tr is not None:
-            if not tr.started:
-                tr.start(t, self.R_d, self.p_d, self.twist_d, **self.approach_bounds())
+            if not tr.started:               # from the pose, twist and acceleration being followed
+                tr.start(t, self.R_d, self.p_d, self.twist_d, accel0=self.accel_d, **self.approach_bounds())
             self.R_d, self.p_d, tw, ac = tr.sample(t)
             self.twist_d[:], self.accel_d[:] = tw, ac
             self._quat_d = pin.Quaternion(self.R_d).coeffs()      # x y z w (for info.reference)

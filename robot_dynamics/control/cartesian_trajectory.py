@@ -26,7 +26,7 @@ central difference of Jr along phi', 1e-6 relative).  Limitation: Jr is singular
 orientation of every point must stay within less than a full turn of the first one (checked: ValueError
 beyond 1.9 pi).
 
-Start and approach (`start`): the current pose and twist are prepended at t0 (unless the first time is 0
+Start and approach (`start`): the current pose, twist and acceleration are prepended at t0 (unless the first time is 0
 and the first point is the current pose within 1e-9).  With bounds, the approach segment lasts at
 least the time a rest-to-rest quintic needs to cover the distance within them, separately for the
 translation (|dp| with max_velocity[0], max_acceleration[0]) and the rotation (|dphi| with index 1):
@@ -34,7 +34,9 @@ T_a = max(15/8 d / v_max, sqrt(10/sqrt(3) d / a_max)); if the first time is shor
 is delayed by the difference.  So a single point at t = 0 (a target that jumps) is approached along a
 straight line (and the geodesic in rotation) with peak speed <= max_velocity and peak acceleration <=
 max_acceleration, never stepped to.  (On the straight segment the bound is on |v|, not per axis: each
-axis gets the share |d_i| / |d| of the bound.)
+axis gets the share |d_i| / |d| of the bound.)  `stamp`: the absolute time of the points' time 0 (a
+ROS header stamp), with JointTrajectory's rules: a future stamp holds until then, a past one skips
+the points already due.
 """
 import math
 
@@ -129,6 +131,8 @@ class CartesianTrajectory:
         self.positions, self.rotations = P, Rs
         self.kind = self._jt.kind
         self.delay = 0.0
+        self.stamp = None           # absolute time of time 0 (None: the start time); see start()
+        self.skipped = 0
 
     @classmethod
     def from_quaternions(cls, times, positions, quaternions, twists=None, accels=None):
@@ -147,32 +151,45 @@ class CartesianTrajectory:
         return a
 
     # ---- coordinates ----
-    def _coords(self, R, p, twist, near):
+    def _coords(self, R, p, twist, near, accel=None):
+        """(x, x', x'') of a pose, twist and acceleration (world-aligned) in the path coordinates:
+        phi' = Jr^-1 R^T w, phi'' = Jr^-1 (R^T alpha - (d/dt Jr) phi')."""
         phi = _nearest_equivalent(pin.log3(self.R_ref.T @ np.asarray(R, dtype=float)), near)
         x = np.concatenate([np.asarray(p, dtype=float).reshape(3), phi])
         v = np.zeros(6)
+        a = np.zeros(6)
         if twist is not None:
             tw = np.asarray(twist, dtype=float).reshape(6)
             v[:3] = tw[:3]
             v[3:] = np.linalg.solve(_jr(phi), np.asarray(R).T @ tw[3:])
-        return x, v
+        if accel is not None:
+            ac = np.asarray(accel, dtype=float).reshape(6)
+            a[:3] = ac[:3]
+            a[3:] = np.linalg.solve(_jr(phi), np.asarray(R).T @ ac[3:] - _jr_dot(phi, v[3:]))
+        return x, v, a
 
     @property
     def started(self):
         return self._jt.started
 
-    def start(self, t0, R0, p0, twist0=None, max_velocity=None, max_acceleration=None):
-        """Start at absolute time t0 from the current pose (R0, p0) and twist; bounds (linear, angular):
-        see the module doc.  Returns self."""
-        x0, v0 = self._coords(R0, p0, twist0, self._jt.positions[0, 3:])
+    def start(self, t0, R0, p0, twist0=None, max_velocity=None, max_acceleration=None, accel0=None):
+        """Start at absolute time t0 from the current pose (R0, p0), twist and acceleration (so a
+        trajectory that replaces another one continues its pose, twist and acceleration); bounds
+        (linear, angular) and `stamp` (the absolute time of time 0): see the module doc and
+        JointTrajectory.start.  Returns self."""
+        if self.stamp is not None:
+            self._jt.stamp = self.stamp
+            self._jt._retime(float(self.stamp) - float(t0))         # (start() repeats it, the same)
+        x0, v0, a0 = self._coords(R0, p0, twist0, self._jt.positions[0, 3:], accel0)
         d = np.abs(self._jt.positions[0] - x0)
         mv = ma = None
         if max_velocity is not None:
             mv = self._split(d, max_velocity, "max_velocity")
         if max_acceleration is not None:
             ma = self._split(d, max_acceleration, "max_acceleration")
-        self._jt.start(t0, x0, v0, max_velocity=mv, max_acceleration=ma)
+        self._jt.start(t0, x0, v0, max_velocity=mv, max_acceleration=ma, a0=a0)
         self.delay = self._jt.delay
+        self.skipped = self._jt.skipped
         return self
 
     @staticmethod

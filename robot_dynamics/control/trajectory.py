@@ -17,7 +17,13 @@ cubic (so the spline stays C2 everywhere; cubic Hermite is C1 at its interior kn
 next to the end segments; a one- or two-segment cubic Hermite uses the mean of the two cubic
 accelerations at the middle knot).  A rest-to-rest single segment of length d in time T is then the
 minimum-jerk quintic: peak velocity 15/8 d/T, peak acceleration 10/sqrt(3) d/T^2, a(0) = a(T) = 0.
-The prepended start point carries q0, v0 and zero acceleration.
+The prepended start point carries q0, v0 and a0 (zero unless given: a trajectory that replaces
+another one starts with the old one's acceleration, so nothing of the reference jumps).
+
+Timing (`stamp`): the ROS convention of a JointTrajectory's header.stamp (as ros2_controllers'
+JointTrajectoryController reads it): None (a zero stamp) starts the points at the start time; a
+stamp in the future starts them then, the current state held until the first point (the approach
+ends there); a stamp in the past skips the points already due, the rest followed at their times.
 
 Start and the approach to the first point: `start(t0, q0, v0, continuous=, max_velocity=,
 max_acceleration=)`.  When the first time is 0 and the first point is the current state (within
@@ -121,6 +127,8 @@ class JointTrajectory:
         self.kind = "quintic" if A is not None else ("cubic_hermite" if V is not None else "cubic_spline")
         self.started = False
         self.delay = 0.0            # s the trajectory was delayed at start to bound the approach
+        self.stamp = None           # absolute time of time 0 (None: the start time); see start()
+        self.skipped = 0            # points already due at the start (stamp in the past)
         self._build(0.0, None, None)
 
     @staticmethod
@@ -137,16 +145,23 @@ class JointTrajectory:
             raise ValueError(f"{what}: values must be finite")
         return a
 
-    def start(self, t0, q0, v0=None, continuous=None, max_velocity=None, max_acceleration=None):
-        """Start at absolute time t0 from the current state (q0, v0): prepends (q0, v0, 0) at t0 unless
-        the first time is 0 and q0 is the first point; bounds the approach (see the module doc).  Can
-        be called again to restart.  Returns self."""
+    def start(self, t0, q0, v0=None, continuous=None, max_velocity=None, max_acceleration=None, a0=None):
+        """Start at absolute time t0 from the current state (q0, v0, a0): prepends (q0, v0, a0 or 0) at
+        t0 unless the first time is 0 and q0 is the first point; bounds the approach (see the module
+        doc).  With `stamp` set (the absolute time of the trajectory's time 0, e.g. a ROS header stamp
+        on the same clock), the points are at stamp + times: those due by t0 are dropped (all but the
+        last when every point is due), the rest keep their times, and the approach from the current
+        state to the first of them starts at t0 (a stamp in the future: the current state is held
+        until the first point's time, reached then).  Can be called again to restart.  Returns self."""
         t0 = float(t0)
         if not np.isfinite(t0):
             raise ValueError("start: t0 must be finite")
         n = self.nv
         q0 = self._arr(q0, "q0", shape=(n,)).copy()
         v0 = np.zeros(n) if v0 is None else self._arr(v0, "v0", shape=(n,))
+        a0 = np.zeros(n) if a0 is None else self._arr(a0, "a0", shape=(n,))
+        if self.stamp is not None:
+            self._retime(float(self.stamp) - t0)
         P0 = self.positions[0]
         if continuous is not None:
             c = np.asarray(continuous, dtype=bool)
@@ -170,21 +185,45 @@ class JointTrajectory:
                     raise ValueError("max_acceleration: must be > 0")
                 T_a = max(T_a, float(np.max(np.sqrt(10.0 / math.sqrt(3.0) * d / am))))
         self.delay = max(T_a - t_first, 0.0) if T_a > 0.0 else 0.0
-        self._build(t0, q0, v0, prepend=(t_first > 0.0) or T_a > 0.0)
+        # at rest on the first point: nothing to approach; it is held until its time (sample() before
+        # the first knot), exactly (a prepended knot would let a spline wiggle there)
+        at_rest = not far and not np.any(v0) and not np.any(a0)
+        self._build(t0, q0, v0, prepend=((t_first > 0.0) or T_a > 0.0) and not at_rest, a0=a0)
         self.started = True
         return self
 
-    def _build(self, t0, q0, v0, prepend=None):
+    def _retime(self, offset):
+        """Times + offset (relative to the start time); the points at or before 0 (due) dropped,
+        all but the last when every point is due (then at 0).  The original points are kept for a
+        restart."""
+        if not hasattr(self, "_orig"):
+            self._orig = (self.times, self.positions, self.velocities, self.accelerations)
+        t, P, V, A = self._orig
+        t = t + offset
+        keep = t > 0.0
+        if not keep.any():
+            keep[-1] = True
+            t = t.copy()
+            t[-1] = 0.0
+        self.skipped = int(np.count_nonzero(~keep))
+        self.times, self.positions = t[keep], P[keep]
+        self.velocities = None if V is None else V[keep]
+        self.accelerations = None if A is None else A[keep]
+
+    def _build(self, t0, q0, v0, prepend=None, a0=None):
         t, P, V, A = self.times + t0 + getattr(self, "delay", 0.0), self.positions, self.velocities, \
             self.accelerations
         n = self.nv
         if prepend is None:
             prepend = self.times[0] > 0
+        a_first = np.zeros(n) if a0 is None else a0
         if q0 is not None and prepend:
             t = np.concatenate([[t0], t])
             P = np.vstack([q0, P])
             V = None if V is None else np.vstack([v0, V])
-            A = None if A is None else np.vstack([np.zeros(n), A])
+            A = None if A is None else np.vstack([a_first, A])
+        else:
+            a_first = np.zeros(n)                  # the trajectory's own first point: at rest
         v_first = np.zeros(n) if v0 is None else v0
         if V is None:
             V = _spline_velocities(t, P, v_first)
@@ -202,7 +241,7 @@ class JointTrajectory:
             z = np.zeros(n)
             h0, hl = t[1] - t[0], t[K] - t[K - 1]
             if K == 1:
-                C[0] = _hermite5(P[0], V[0], z, P[1], V[1], z, h0)
+                C[0] = _hermite5(P[0], V[0], a_first, P[1], V[1], z, h0)
             else:
                 a_end0 = 2 * C[0][2] + 6 * C[0][3] * h0          # cubic 0 at its end
                 a_startl = 2 * C[K - 1][2]                       # last cubic at its start
@@ -212,7 +251,7 @@ class JointTrajectory:
                     a1 = 2 * C[1][2]                             # cubic 1 at its start
                     hp = t[K - 1] - t[K - 2]
                     a_l = 2 * C[K - 2][2] + 6 * C[K - 2][3] * hp  # cubic K-2 at its end
-                C[0] = _hermite5(P[0], V[0], z, P[1], V[1], a1, h0)
+                C[0] = _hermite5(P[0], V[0], a_first, P[1], V[1], a1, h0)
                 C[K - 1] = _hermite5(P[K - 1], V[K - 1], a_l, P[K], V[K], z, hl)
         if K == 0:
             C[0, 0] = P[0]
