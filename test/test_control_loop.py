@@ -284,3 +284,65 @@ def test_construction_validates_like_the_node(model):
                       ({"effort_scale": float("nan")}, "effort_scale"), ({"safe_command": "brake"}, "safe_command")):
         with pytest.raises(ValueError, match=word):
             ControlLoop.from_params(model, bad)
+
+
+def _traj(n_points=11, T=1.0, dq=0.2):
+    """A joint trajectory from Q0 moving joint 1 by dq over T (positions only, model order)."""
+    from robot_dynamics.control import JointTrajectory
+    times = np.linspace(0.0, T, n_points)
+    P = np.tile(Q0, (n_points, 1))
+    P[:, 0] += dq * np.sin(0.5 * np.pi * times / T) ** 2
+    return JointTrajectory(times, P)
+
+
+def test_references_around_a_watchdog_trip_are_rejected_or_abandoned_with_a_reason(model):
+    """Issue 24.2: a trajectory that arrives while the watchdog is tripped is not followed after the
+    resume (the resume holds where the arm is) and it is not dropped in silence: rejected with its
+    reason at the resume (rejected.joint_trajectory, a log line); a trajectory being followed when the
+    watchdog trips is abandoned, counted and logged; a reference handed over while inactive is refused
+    at once."""
+    timeout = 32 * TICK
+    loop, lines = make(model, controller="joint_impedance", watchdog_timeout=timeout, log_throttle_period=0.0,
+                       **FAST)
+    ok, why = loop.set_reference(_traj(), "joint_trajectory")
+    assert not ok and "not active" in why and loop.counts["rejected.joint_trajectory"] == 1
+    loop.activate(0.0)
+    run(loop, 0.0, 10, q=Q0)
+    # a trajectory being followed, then the states stop: trip
+    assert loop.set_reference(_traj(), "joint_trajectory")[0]
+    run(loop, 10 * TICK, 20, q=Q0)
+    assert loop.law.trajectory is not None and loop.law.q_d[0] > Q0[0]      # moving along it
+    t = 30 * TICK
+    run(loop, t, 40)                                          # no state: tripped
+    assert loop.watchdog == "tripped"
+    # a trajectory while tripped: accepted for now (the loop may resume), then rejected at the resume
+    assert loop.set_reference(_traj(), "joint_trajectory")[0]
+    n_rej = loop.counts["rejected.joint_trajectory"]
+    q_now = Q0 + 0.01
+    run(loop, t + 40 * TICK, 10, q=q_now)                     # fresh states: resume
+    assert loop.watchdog == "ok"
+    assert loop.counts["rejected.joint_trajectory"] == n_rej + 1
+    assert any("arrived while the watchdog was tripped" in text for _, text in lines)
+    assert loop.counts["abandoned.trajectory"] == 1
+    assert any("abandoned" in text for _, text in lines)
+    assert loop.law.trajectory is None                       # holds where it is
+    np.testing.assert_array_equal(loop.law.q_d, q_now)
+    run(loop, t + 50 * TICK, 200, q=q_now)
+    np.testing.assert_array_equal(loop.law.q_d, q_now)
+    # and a reference after the resume is followed
+    assert loop.set_reference(_traj(), "joint_trajectory")[0]
+    run(loop, t + 250 * TICK, 50, q=q_now)
+    assert loop.law.trajectory is not None and loop.law.trajectory.started
+    assert loop.counts["rejected.joint_trajectory"] == n_rej + 1
+
+
+def test_a_reference_before_the_first_state_is_followed_from_it(model):
+    """After activation the loop waits for a valid state; a trajectory handed over meanwhile starts
+    from that first state (it is not a trip: nothing was being controlled)."""
+    loop, lines = make(model, controller="joint_impedance", **FAST)
+    loop.activate(0.0)
+    run(loop, 0.0, 5)                                         # no state yet: the safe command
+    assert loop.set_reference(_traj(), "joint_trajectory")[0]
+    run(loop, 5 * TICK, 50, q=Q0)
+    assert loop.law.trajectory is not None and loop.law.trajectory.started
+    assert loop.counts["rejected.joint_trajectory"] == 0

@@ -23,7 +23,9 @@ model order; the caller maps names and converts messages.
                                             # already mapped; effort: the measured joint torques)
     loop.reject_state(reason, detail, now)  # an invalid one (counted; the safe command follows)
     ok, reason = loop.set_reference(ref)    # JointReference | JointTrajectory | CartesianReference |
-                                            # CartesianTrajectory
+                                            # CartesianTrajectory (refused while inactive; one that
+                                            # arrives while the watchdog is tripped is rejected at
+                                            # the resume, with its reason: the resume holds)
     ok, reason = loop.set_target_wrench(w)  # cartesian_impedance: feed-forward wrench, base axes
     loop.set_wrench(raw, frame_id, now)     # the F/T sensor's raw reading (cartesian_impedance)
     tau, safe = loop.step(now, t=None)      # watchdog check; law -> safety filter, or one step of the
@@ -235,6 +237,8 @@ class ControlLoop:
         self.active = False
         self.need_reset = True
         self.pending_ref = None
+        self.pending_what = "reference"
+        self._tripped_since_reset = False
         self.pending_wrench = False
         self.pose_target = None
         self.wrench_target = None
@@ -480,7 +484,6 @@ class ControlLoop:
         self.need_reset = True
         self.safety.reset(start=self.safety.prev)
         self.watchdog = "waiting"
-        self.pending_ref = None
         self.last_step = None
         self.last_pub = None
         self.safe_reached = False
@@ -553,6 +556,8 @@ class ControlLoop:
         or CartesianReference / CartesianTrajectory (cartesian_impedance).  Returns (ok, reason); a
         rejection is counted as rejected.<what>."""
         joint = isinstance(ref, (JointReference, JointTrajectory))
+        if not self.active:
+            return self.reject_reference(what, "the controller is not active", now)
         if isinstance(ref, CartesianTrajectory):
             if not self.cartesian:
                 return self.reject_reference(what, f"{self.law_name} takes no Cartesian trajectory", now)
@@ -570,6 +575,7 @@ class ControlLoop:
         else:
             return self.reject_reference(what, f"unknown reference type {type(ref).__name__}", now)
         self.pending_ref = ref
+        self.pending_what = what
         return True, ""
 
     def set_target_wrench(self, w, what="target_wrench", now=None):
@@ -730,6 +736,7 @@ class ControlLoop:
         if not retry:
             self.watchdog = "tripped"
             self.counts["watchdog_trips"] += 1
+            self._tripped_since_reset = True
             self._abort_payload_run("watchdog tripped")
         self._wd_episode.occur("tripped", now, "error", lambda extra: (
             f"watchdog: {why}: publishing the safe command ({self._p['safe_command']}){extra}"), retry)
@@ -782,9 +789,8 @@ class ControlLoop:
         st = self.state
         st.t = t
         if self.need_reset:
-            self.law.reset(st)
+            self._reset_law(now)
             self.need_reset = False
-            self.pending_ref = None
             self._obs_last = None                        # activation / after a trip: observer restarts
         if self.observer is not None:
             self._observe(now)
@@ -793,7 +799,7 @@ class ControlLoop:
             try:
                 self.law.set_reference(ref)
             except ValueError as e:
-                self.reject_reference("reference", str(e), now)
+                self.reject_reference(self.pending_what, str(e), now)
         run = self.payload_run
         if run is not None and run.busy:
             try:
@@ -816,6 +822,25 @@ class ControlLoop:
         self.safe_reached = False
         self.total_steps += 1
         return self.tau
+
+    def _reset_law(self, now):
+        """Activation, or the first step after a watchdog trip: the law holds the current position.
+        After a trip, what it was following or was handed meanwhile is not followed (the arm may be
+        anywhere by now): a pending reference is rejected with that reason (counted as
+        rejected.<what>, logged), an abandoned trajectory is logged and counted.  After activation a
+        reference that came before the first valid state is followed from it."""
+        law = self.law
+        tripped, self._tripped_since_reset = self._tripped_since_reset, False
+        tr = getattr(law, "trajectory", None)
+        if tripped and tr is not None and getattr(tr, "started", False) and not tr.done(self.state.t):
+            self.counts["abandoned.trajectory"] += 1
+            self._log_throttled("ref.abandoned", "warn", "watchdog: the trajectory being followed is "
+                                "abandoned; holding the current position (send it again)", now)
+        law.reset(self.state)
+        if tripped and self.pending_ref is not None:
+            what, self.pending_ref = self.pending_what, None
+            self.reject_reference(what, "arrived while the watchdog was tripped (no valid joint state): not "
+                                  "followed; the arm holds its position, send it again", now)
 
     def sent(self, now):
         """The command of the last step left at `now` (the rate limit's dt counts from there)."""
