@@ -3,11 +3,12 @@
     traj = cartesian_trajectory_from_msg(msg)     # trajectory_msgs/MultiDOFJointTrajectory -> CartesianTrajectory
     tw = twist_from_msg(msg)                      # geometry_msgs/TwistStamped -> [v; w] (6,)
 
-A MultiDOFJointTrajectory for the controlled frame: the first transform of each point is the frame's
-pose in the base frame; its first velocity / acceleration (geometry_msgs/Twist: linear, angular, base
-axes) is used when every point has one (accelerations only together with velocities); time_from_start
-counts from receipt (the controller starts it at its next step, from the pose and twist it is
-following).  ValueError naming the problem.
+A MultiDOFJointTrajectory for the controlled frame: joint_names empty (the controlled frame) or naming
+it; that transform of each point is the frame's pose in the base frame; its velocity / acceleration
+(geometry_msgs/Twist: linear, angular, base axes) is used when every point has one (accelerations
+only together with velocities).  time_from_start counts from header.stamp (zero: from receipt; the
+node sets the stamp, the law starts from the pose, twist and acceleration it is following).
+ValueError naming the problem.
 """
 import numpy as np
 
@@ -19,21 +20,25 @@ def _six(m):
     return [m.linear.x, m.linear.y, m.linear.z, m.angular.x, m.angular.y, m.angular.z]
 
 
-def cartesian_trajectory_from_msg(msg):
+def cartesian_trajectory_from_msg(msg, index=0):
+    """`index`: which of each point's transforms (and velocities, accelerations) is the frame's (its
+    position in msg.joint_names)."""
     if not msg.points:
         raise ValueError("cartesian_trajectory has no points")
     times, P, Q, V, A = [], [], [], [], []
     for k, pt in enumerate(msg.points):
-        if not pt.transforms:
-            raise ValueError(f"cartesian_trajectory point {k}: no transform")
-        tf = pt.transforms[0]
+        if len(pt.transforms) <= index:
+            raise ValueError(f"cartesian_trajectory point {k}: no transform" if not pt.transforms else
+                             f"cartesian_trajectory point {k}: {len(pt.transforms)} transform(s), the "
+                             f"frame's is number {index + 1}")
+        tf = pt.transforms[index]
         times.append(duration_to_sec(pt.time_from_start))
         P.append([tf.translation.x, tf.translation.y, tf.translation.z])
         Q.append([tf.rotation.x, tf.rotation.y, tf.rotation.z, tf.rotation.w])
-        if pt.velocities:
-            V.append(_six(pt.velocities[0]))
-        if pt.accelerations:
-            A.append(_six(pt.accelerations[0]))
+        if len(pt.velocities) > index:
+            V.append(_six(pt.velocities[index]))
+        if len(pt.accelerations) > index:
+            A.append(_six(pt.accelerations[index]))
     N = len(msg.points)
     V = V if len(V) == N else None
     A = A if (V is not None and len(A) == N) else None

@@ -49,6 +49,7 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import InertiaStamped, PoseStamped, Transform, Twist, TwistStamped, WrenchStamped
 from rcl_interfaces.msg import SetParametersResult
+from rclpy.clock import Clock, ClockType
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message, serialize_message
@@ -129,8 +130,12 @@ class TorqueControllerNode(LifecycleNode):
             String, self.get_parameter("robot_description_topic").value, self._on_robot_description,
             QOS_LATCHED)
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        # the node's own housekeeping runs on the steady clock: with use_sim_time and no /clock (yet),
+        # ROS-time timers never fire, and the node would neither start nor say why
+        self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._diag_timer = self.create_timer(self.get_parameter("diagnostics_period").value,
-                                             self._guard(self._publish_diagnostics, "diagnostics"))
+                                             self._guard(self._publish_diagnostics, "diagnostics"),
+                                             clock=self._steady)
         self._diag_last = time.monotonic()
         self.create_service(Trigger, "~/tare", self._on_tare)
         self.create_service(Trigger, "~/hold", self._on_hold)
@@ -147,13 +152,14 @@ class TorqueControllerNode(LifecycleNode):
         self.add_post_set_parameters_callback(self._on_parameters_set)
         self._t_created = time.monotonic()
         self._autostart_timer = None
-        self._autostart_logged = False
+        self._autostart_logged = -1e9          # `waited` when the last "waiting" line was logged
         self.rt_report = None                  # realtime.apply's report once apply_realtime() ran
         self._rt_thread = None                 # rt_scope thread: the settings the control thread applies
         self._gc_ctl = realtime.GcControl(realtime.Settings())   # a no-op until apply_realtime()
         self._warm = False                     # reference type supports loaded (warm_type_supports)
         if self.get_parameter("autostart").value:
-            self._autostart_timer = self.create_timer(0.05, self._guard(self._autostart, "autostart"))
+            self._autostart_timer = self.create_timer(0.05, self._guard(self._autostart, "autostart"),
+                                                      clock=self._steady)
 
     def apply_realtime(self):
         """Apply the rt_* parameters (realtime.apply) to this process, once (main() calls it before the
@@ -251,12 +257,18 @@ class TorqueControllerNode(LifecycleNode):
         have_fallback = bool(self._p("urdf_path") or self._p("robot"))
         if not (have_param or self._rd_msg):
             if waited < self._p("robot_description_timeout") or not have_fallback:
-                if not have_fallback and not self._autostart_logged and waited > 1.0:
-                    self._autostart_logged = True
-                    self._log.warn(f"autostart: waiting for a robot description on "
-                                   f"{self._p('robot_description_topic')} (or set robot_description, "
-                                   f"urdf_path or robot)")
+                # say what it waits for, again every 10 s (a user's restarted controller must not sit
+                # there in silence)
+                if not have_fallback and waited > 1.0 and waited - self._autostart_logged >= 10.0:
+                    self._autostart_logged = waited
+                    pubs = self.count_publishers(self._p("robot_description_topic"))
+                    self._log.warn(f"autostart: waiting {waited:.0f} s for a robot description on "
+                                   f"{self._p('robot_description_topic')} ({pubs} publisher(s) seen; "
+                                   "it is read TRANSIENT_LOCAL: a publisher that is up delivers it at "
+                                   "once), or set robot_description, urdf_path or robot")
                 return
+        self._log.info(f"autostart: configuring ({'robot_description parameter' if have_param else ''}"
+                       f"{'' if have_param else (self._p('robot_description_topic') + ' received' if self._rd_msg else 'fallback ' + repr(self._p('urdf_path') or self._p('robot')))})")
         self._end_autostart()
         if self.trigger_configure() == SUCCESS:
             self.trigger_activate()
@@ -430,6 +442,9 @@ class TorqueControllerNode(LifecycleNode):
             self._schedule(now)
         self._log.info(f"active: {c.law.name}, trigger {self._p('trigger')}, safe command "
                        f"{self._p('safe_command')!r}")
+        if self.get_parameter("use_sim_time").value and self._clock_handle.get_now().nanoseconds == 0:
+            self._log.warn("use_sim_time true and no /clock received yet: the law's time stays 0 (trajectories "
+                           "and streamed references are timed by it) until /clock arrives")
         return super().on_activate(state)
 
     def on_deactivate(self, state):
@@ -665,12 +680,29 @@ class TorqueControllerNode(LifecycleNode):
             else:
                 c.loop.set_reference(ref, what, time.monotonic())
 
+    def _trajectory_stamp(self, msg, last_time, what):
+        """header.stamp as ros2_controllers' JointTrajectoryController reads it, on this node's clock
+        (sim time with use_sim_time): zero = start now (None); else the start time of the points,
+        ValueError when the whole trajectory is already in the past."""
+        st = msg.header.stamp
+        if not (st.sec or st.nanosec):
+            return None
+        stamp = st.sec + 1e-9 * st.nanosec
+        now = self._clock_handle.get_now().nanoseconds * 1e-9
+        if stamp + last_time < now:
+            raise ValueError(f"{what}: it ends in the past (header.stamp {stamp:.3f} s + last "
+                             f"time_from_start {last_time:.3f} s < now {now:.3f} s on the node's clock); "
+                             "stamp it 0 to start on receipt")
+        return stamp
+
     def _on_trajectory(self, msg):
         def convert(c):
             if c.cartesian:
                 raise ValueError(f"{c.law_name} takes no joint trajectory")
             times, P, V, A = trajectory_arrays(list(c.model.joint_names), msg)
-            return JointTrajectory(times, P, V, A, lower=c.model.lower_limits, upper=c.model.upper_limits)
+            tr = JointTrajectory(times, P, V, A, lower=c.model.lower_limits, upper=c.model.upper_limits)
+            tr.stamp = self._trajectory_stamp(msg, float(times[-1]), "joint_trajectory")
+            return tr
         self._reference("joint_trajectory", convert)
 
     def _on_target_joint_state(self, msg):
@@ -724,7 +756,14 @@ class TorqueControllerNode(LifecycleNode):
             if not c.cartesian:
                 raise ValueError(f"{c.law_name} takes no Cartesian trajectory")
             self._check_base_frame(c, msg.header.frame_id, "cartesian_trajectory")
-            return cartesian_trajectory_from_msg(msg)
+            frame = c.law.frame
+            names = list(msg.joint_names)
+            if names and frame not in names:
+                raise ValueError(f"cartesian_trajectory: joint_names {names} do not name the controlled "
+                                 f"frame {frame!r} (empty: the controlled frame)")
+            tr = cartesian_trajectory_from_msg(msg, names.index(frame) if names else 0)
+            tr.stamp = self._trajectory_stamp(msg, float(tr.times[-1]), "cartesian_trajectory")
+            return tr
         self._reference("cartesian_trajectory", convert)
 
     def _on_target_wrench(self, msg):
