@@ -108,7 +108,7 @@ def test_trajectory_in_process(ros, tmp_path):
         s = ts / TRAJ_T
         blend = 10 * s**3 - 15 * s**4 + 6 * s**5
         probe.clear_logs()
-        probe.publish_trajectory(list(ts), [q0 + b * TRAJ_STEP for b in blend])
+        probe.publish_trajectory(list(ts), [q0 + b * TRAJ_STEP for b in blend], confirm=True)
         wait_robot_time(probe, TRAJ_T + 1.5, check=procs.check_alive)
         _, q, _, _ = js_arrays(probe.js_log)
         goal = q0 + TRAJ_STEP

@@ -166,6 +166,11 @@ def no_daemon_left():
 
 
 ACTIVE = r"\[torque_controller\]: active: {law}"
+# `ros2 param` looks the node up in the graph first and gives up after --timeout (1 s by default):
+# a CLI process that has just started discovers a running node in more than that on a loaded host
+# ("Node not found" in 3 of 9 runs alone, the node up and answering), so it is told to wait longer,
+# as a user on a busy machine would
+PARAM_WAIT = ("--timeout", "20")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -201,15 +206,15 @@ def test_sim_launch_ros2cli(tmp_path):
         assert rc == 0 and "shoulder_pan_joint" in out and "effort:" in out, out
 
         good = "[1400.0, 1400.0, 900.0, 140.0, 140.0, 45.0]"      # config: 1500 1500 1000 150 150 50
-        rc, out = ros2("param", "set", "/torque_controller", "joint_impedance.k_gains", good, **RETRY)
+        rc, out = ros2("param", "set", *PARAM_WAIT, "/torque_controller", "joint_impedance.k_gains", good, **RETRY)
         assert rc == 0 and "Set parameter successful" in out, out
-        rc, out = ros2("param", "get", "/torque_controller", "joint_impedance.k_gains", **RETRY)
+        rc, out = ros2("param", "get", *PARAM_WAIT, "/torque_controller", "joint_impedance.k_gains", **RETRY)
         assert good in out.replace("array('d', ", "").replace(")", ""), out
 
-        rc, out = ros2("param", "set", "/torque_controller", "joint_impedance.k_gains",
+        rc, out = ros2("param", "set", *PARAM_WAIT, "/torque_controller", "joint_impedance.k_gains",
                        "[-1.0, 1400.0, 900.0, 140.0, 140.0, 45.0]", **RETRY)
         assert "Setting parameter failed" in out and "must be >= 0" in out, out
-        rc, out = ros2("param", "get", "/torque_controller", "joint_impedance.k_gains", **RETRY)
+        rc, out = ros2("param", "get", *PARAM_WAIT, "/torque_controller", "joint_impedance.k_gains", **RETRY)
         assert good in out.replace("array('d', ", "").replace(")", ""), out     # unchanged
 
         rc, out = ros2("service", "call", "/torque_controller/hold", "std_srvs/srv/Trigger", **RETRY)

@@ -168,8 +168,9 @@ def test_computed_torque_follows_joint_trajectory(system, model):
     q_start, _ = probe.snapshot()
     q_goal = Q0 + TRAJ_STEP
     probe.clear_logs()
-    t_pub = time.monotonic()
-    probe.publish_trajectory([TRAJ_DURATION], [q_goal])
+    # confirmed on the controller's /diagnostics (accepted.joint_trajectory), sent again if lost; t_pub:
+    # the publish it took
+    t_pub = probe.publish_trajectory([TRAJ_DURATION], [q_goal], confirm=True)
     # the plant must start moving (the trajectory was accepted)
     assert probe.wait_for(lambda: np.max(np.abs(probe.q - q_start)) > 0.01, 5.0, check=procs.check_alive)
     time.sleep(max(0.0, TRAJ_DURATION + 1.0 - (time.monotonic() - t_pub)))

@@ -576,6 +576,7 @@ class ControlLoop:
             return self.reject_reference(what, f"unknown reference type {type(ref).__name__}", now)
         self.pending_ref = ref
         self.pending_what = what
+        self.counts[f"accepted.{what}"] += 1          # (on /diagnostics: a sender can see it arrived)
         return True, ""
 
     def set_target_wrench(self, w, what="target_wrench", now=None):

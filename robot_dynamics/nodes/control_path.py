@@ -90,9 +90,14 @@ class TakeSubscription:
 class ControlPath:
     """One thread per node waiting on a TakeSubscription (see the module doc)."""
 
-    def __init__(self, node, sub, on_message, on_wakeup=None, on_error=None, name="control_path", spin=0.0):
+    def __init__(self, node, sub, on_message, on_wakeup=None, on_error=None, name="control_path", spin=0.0,
+                 extra=()):
         self.node = node
         self.sub = sub
+        # more subscriptions the thread takes from at each wake-up, before the main one (polled, never
+        # waited on: they add no wake-up): (TakeSubscription, handler); handler(msg, now) gets the newest
+        # message (e.g. /clock, so that a step reads the time of its own cycle)
+        self.extra = list(extra)
         self.on_message = on_message
         self.on_wakeup = on_wakeup
         self.on_error = on_error or (lambda where, e: print(f"[{name}] {where}: {e!r}", file=sys.stderr))
@@ -192,6 +197,8 @@ class ControlPath:
             except Exception:                      # noqa: BLE001 (best effort at teardown)
                 pass
         self.sub.destroy()
+        for sub, _ in self.extra:
+            sub.destroy()
 
     # ---- the thread
     def _run(self):
@@ -199,6 +206,7 @@ class ControlPath:
         spin = self.spin
         take = sub.take
         sub_handle = sub.handle
+        extra = [(s.handle, s.take, h) for s, h in self.extra]
         mono = time.monotonic
         while not self._stop:
             ws.clear_entities()
@@ -220,6 +228,16 @@ class ControlPath:
                 continue
             if self._stop:
                 break
+            for _, xtake, handler in extra:        # polled, not waited on: no wake-up of their own
+                try:
+                    last, m = None, xtake()
+                    while m is not None:
+                        last, m = m, xtake()
+                    if last is not None:
+                        handler(last, mono())
+                except Exception as e:             # noqa: BLE001 (nothing may end the thread)
+                    self.errors += 1
+                    self.on_error("extra", e)
             msgs = []
             try:
                 m = take()

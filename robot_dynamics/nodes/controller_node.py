@@ -40,6 +40,7 @@ Controller state topic `~/state` (sensor_msgs/JointState), one message per contr
     effort   = the commanded torque (after the safety filter), as on command_topic
 """
 import gc
+import struct
 import sys
 import threading
 import time
@@ -50,6 +51,8 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import InertiaStamped, PoseStamped, Transform, Twist, TwistStamped, WrenchStamped
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.clock import Clock, ClockType
+from rclpy.time import Time
+from rosgraph_msgs.msg import Clock as Clock_
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message, serialize_message
@@ -80,6 +83,7 @@ QOS_REFERENCE = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability
 QOS_LATCHED = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
 SAFE_REPUBLISH_PERIOD = 0.05     # s: while the input is stale the safe command is sent again at this period
+_STAMP = struct.Struct("<iI")   # a serialized builtin_interfaces/Time after the 4-byte CDR header
 
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
 DIAG_LEVELS = {0: DiagnosticStatus.OK, 1: DiagnosticStatus.WARN, 2: DiagnosticStatus.ERROR}
@@ -126,9 +130,8 @@ class TorqueControllerNode(LifecycleNode):
         self.config_error = ""
         self.counts = defaultdict(int)         # rejected.*, errors.*, watchdog_trips (shared with the loop)
         self._rd_msg = None
-        self._rd_sub = self.create_subscription(
-            String, self.get_parameter("robot_description_topic").value, self._on_robot_description,
-            QOS_LATCHED)
+        self._rd_sub = None
+        self._subscribe_robot_description()
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         # the node's own housekeeping runs on the steady clock: with use_sim_time and no /clock (yet),
         # ROS-time timers never fire, and the node would neither start nor say why
@@ -236,6 +239,19 @@ class TorqueControllerNode(LifecycleNode):
         return self._state_machine.current_state[1]
 
     # ---------------------------------------------------------------- robot description / autostart
+    RD_RESUBSCRIBE = 5.0            # s: a publisher seen this long without its TRANSIENT_LOCAL sample
+
+    def _subscribe_robot_description(self):
+        """(Re)create the /robot_description subscription: a new reader is a new match, and the
+        publisher sends its TRANSIENT_LOCAL sample again (a restarted controller next to a running
+        Franka bridge waited for it for minutes, the publisher seen: the first match's delivery lost)."""
+        if self._rd_sub is not None:
+            self.destroy_subscription(self._rd_sub)
+        self._rd_sub = self.create_subscription(
+            String, self.get_parameter("robot_description_topic").value, self._on_robot_description,
+            QOS_LATCHED)
+        self._rd_subscribed = time.monotonic()
+
     def _on_robot_description(self, msg):
         self._rd_msg = msg.data
 
@@ -259,19 +275,32 @@ class TorqueControllerNode(LifecycleNode):
             if waited < self._p("robot_description_timeout") or not have_fallback:
                 # say what it waits for, again every 10 s (a user's restarted controller must not sit
                 # there in silence)
+                pubs = self.count_publishers(self._p("robot_description_topic"))
+                if pubs and time.monotonic() - self._rd_subscribed > self.RD_RESUBSCRIBE:
+                    self._log.warn(f"autostart: {pubs} publisher(s) of {self._p('robot_description_topic')} "
+                                   f"seen for {self.RD_RESUBSCRIBE:.0f} s and no description: subscribing again")
+                    self._subscribe_robot_description()
                 if not have_fallback and waited > 1.0 and waited - self._autostart_logged >= 10.0:
                     self._autostart_logged = waited
-                    pubs = self.count_publishers(self._p("robot_description_topic"))
                     self._log.warn(f"autostart: waiting {waited:.0f} s for a robot description on "
                                    f"{self._p('robot_description_topic')} ({pubs} publisher(s) seen; "
                                    "it is read TRANSIENT_LOCAL: a publisher that is up delivers it at "
-                                   "once), or set robot_description, urdf_path or robot")
+                                   f"once), or set robot_description, urdf_path or robot{self._clock_note()}")
                 return
         self._log.info(f"autostart: configuring ({'robot_description parameter' if have_param else ''}"
                        f"{'' if have_param else (self._p('robot_description_topic') + ' received' if self._rd_msg else 'fallback ' + repr(self._p('urdf_path') or self._p('robot')))})")
         self._end_autostart()
         if self.trigger_configure() == SUCCESS:
             self.trigger_activate()
+
+    def _clock_note(self):
+        """'' or, with use_sim_time, what the node's clock is doing (for the lines that say what the
+        node waits for)."""
+        if not self.get_parameter("use_sim_time").value:
+            return ""
+        ns = self._clock_handle.get_now().nanoseconds
+        return ("; use_sim_time: no /clock received yet (" + str(self.count_publishers("/clock")) +
+                " publisher(s))") if ns == 0 else ""
 
     def _load_model(self, joints):
         """(model, source) from the first available description; ValueError naming the cause."""
@@ -374,8 +403,20 @@ class TorqueControllerNode(LifecycleNode):
         # the joint states: taken by the control thread itself (serialized), never by the executor
         c.js_sub = TakeSubscription(self, JointState, self._p("joint_states_topic"),
                                     make_qos(self._p("qos_reliability"), self._p("qos_depth")), raw=True)
+        # with use_sim_time, /clock too: rclpy's TimeSource would take it on the executor (1 kHz of
+        # executor callbacks, and a clock that lags and jumps when the executor is late: seen 1-3 s
+        # steps on a loaded host); the control thread takes it before each step
+        extra = []
+        c.clock_sub = None
+        if self.get_parameter("use_sim_time").value:
+            ts = self._time_source
+            if ts._clock_sub is not None:
+                self.destroy_subscription(ts._clock_sub)
+                ts._clock_sub = None
+            c.clock_sub = TakeSubscription(self, Clock_, "/clock", QOS_SENSOR, raw=True)
+            extra.append((c.clock_sub, self._on_clock))
         c.path = ControlPath(self, c.js_sub, self._on_joint_state, self._on_wakeup, self._on_path_error,
-                             name="control")
+                             name="control", extra=extra)
         c.subs = []
         if c.cartesian or self._p("sensor_frame"):  # cartesian_impedance; payload_id from the F/T sensor
             c.subs.append(self.create_subscription(WrenchStamped, self._p("wrench_topic"),
@@ -405,6 +446,21 @@ class TorqueControllerNode(LifecycleNode):
             if report.get("status") == "refused":
                 self.rt_report["status"] = "refused"
 
+    def _on_clock(self, raw, now):
+        """/clock (serialized) on the control thread: the node's ROS time, as rclpy's TimeSource sets it."""
+        sec, nsec = _STAMP.unpack_from(raw, 4)
+        t = Time(seconds=sec, nanoseconds=nsec, clock_type=ClockType.ROS_TIME)
+        ts = self._time_source
+        ts._last_time_set = t
+        for clock in ts._associated_clocks:
+            clock.set_ros_time_override(t)
+
+    def _give_clock_back(self):
+        """After cleanup, /clock goes back to rclpy's TimeSource (if use_sim_time is still true)."""
+        ts = self._time_source
+        if ts.ros_time_is_active and ts._clock_sub is None:
+            ts._subscribe_to_clock_topic()
+
     def _stop_control_path(self):
         """End the control thread (never while holding the lock: a step may be waiting for it)."""
         c = self.c
@@ -425,8 +481,12 @@ class TorqueControllerNode(LifecycleNode):
         path = c.__dict__.get("path")
         if path is not None:
             path.destroy()
-        elif c.__dict__.get("js_sub") is not None:
-            c.js_sub.destroy()
+        else:
+            for sub in (c.__dict__.get("js_sub"), c.__dict__.get("clock_sub")):
+                if sub is not None:
+                    sub.destroy()
+        if c.__dict__.get("clock_sub") is not None:
+            self._give_clock_back()
         for s in c.__dict__.get("subs", []):
             self.destroy_subscription(s)
         if out is not None:
@@ -898,6 +958,9 @@ class TorqueControllerNode(LifecycleNode):
         self._diag_last = now
         st = DiagnosticStatus(name=f"{self.get_name()}: torque controller", hardware_id="")
         kv = [("lifecycle_state", self.lifecycle_state)]
+        if self.get_parameter("use_sim_time").value:
+            ns = self._clock_handle.get_now().nanoseconds
+            kv.append(("sim_time", f"{ns * 1e-9:.3f}" if ns else "no /clock received yet"))
         c = self.c
         level, msg = DiagnosticStatus.OK, "ok"
         if c is None:

@@ -385,7 +385,20 @@ class FrankaBridge(Node):
 
         def convert(loop):
             times, P, V, A = trajectory_arrays(list(m.joint_names), msg)
-            return Traj(times, P, V, A, lower=m.lower_limits, upper=m.upper_limits)
+            tr = Traj(times, P, V, A, lower=m.lower_limits, upper=m.upper_limits)
+            st = msg.header.stamp
+            if (st.sec or st.nanosec) and self.t_robot is not None:
+                # header.stamp on the ROS clock (this node's /clock, or the system clock) -> the loop's
+                # robot time, from the offset between the two now (the controller node's semantics)
+                ros_now = (self.t0_ns if self.pub_clock is not None and self.t0_ns is not None
+                           else None)
+                offset = (ros_now * 1e-9 if ros_now is not None else
+                          self._clock_handle.get_now().nanoseconds * 1e-9 - self.t_robot)
+                tr.stamp = st.sec + 1e-9 * st.nanosec - offset
+                if tr.stamp + float(times[-1]) < self.t_robot:
+                    raise ValueError("joint_trajectory: it ends in the past (header.stamp + last "
+                                     "time_from_start before now); stamp it 0 to start on receipt")
+            return tr
         self._reference("joint_trajectory", convert)
 
     def _on_target_joint_state(self, msg):
@@ -655,6 +668,7 @@ class FrankaBridge(Node):
         level, message, kv = self.loop.diagnostics()
         d = {"loop_level": level, "loop": message}
         d.update({f"loop.{k}": v for k, v in kv})
+        d.update({f"loop.{k}": v for k, v in sorted(dict(self.loop.counts).items())})   # accepted.*, rejected.*
         return d
 
     def _publish_diagnostics(self):

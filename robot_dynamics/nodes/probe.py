@@ -31,7 +31,7 @@ class Probe(Node):
 
     def __init__(self, joints, name="probe", joint_states_topic="/joint_states",
                  command_topic="/effort_controller/commands", wrench_topic="/ft_sensor/wrench",
-                 controller_ns="/torque_controller", sim_ns="/mujoco_sim", keep=True):
+                 controller_ns="/torque_controller", sim_ns="/mujoco_sim", keep=True, diag_prefix=""):
         super().__init__(name)
         self.joints = list(joints)
         self.keep = keep
@@ -54,6 +54,13 @@ class Probe(Node):
         self.create_subscription(WrenchStamped, wrench_topic, self._on_wrench, qos)
         self.create_subscription(Float64MultiArray, command_topic, self._on_cmd, qos)
         self.create_subscription(JointState, f"{controller_ns}/state", self._on_state, qos)
+        # the controller's /diagnostics (name '<node>: ...'; keys with `diag_prefix`, e.g. 'loop.' for a
+        # bridge running the loop in-process): its accepted.<reference> counts confirm a delivery
+        from diagnostic_msgs.msg import DiagnosticArray
+        self._ctl_diag_name = controller_ns.strip("/").split("/")[-1] + ":"
+        self.diag_prefix = diag_prefix
+        self.ctl_diag, self.n_ctl_diag = {}, 0
+        self.create_subscription(DiagnosticArray, "/diagnostics", self._on_ctl_diag, 50)
         self.pub_traj = self.create_publisher(JointTrajectory, f"{controller_ns}/joint_trajectory", 10)
         self.pub_pose = self.create_publisher(PoseStamped, f"{controller_ns}/target_pose", 10)
         self.pub_push = self.create_publisher(WrenchStamped, f"{sim_ns}/apply_wrench", 10)
@@ -109,13 +116,53 @@ class Probe(Node):
             if self.keep:
                 self.state_log.append((now, ref, err, np.array(msg.effort)))
 
+    def _on_ctl_diag(self, msg):
+        for st in msg.status:
+            if st.name.startswith(self._ctl_diag_name):
+                with self.lock:
+                    self.ctl_diag = {kv.key: kv.value for kv in st.values}
+                    self.n_ctl_diag += 1
+
+    def accepted(self, what):
+        """How many <what> references the controller has accepted (its /diagnostics accepted.<what>)."""
+        with self.lock:
+            return int(self.ctl_diag.get(f"{self.diag_prefix}accepted.{what}", 0))
+
+    def publish_confirmed(self, pub, msg, what, timeout=60.0, again_after=3.0):
+        """Publish a reference and make sure the controller took it: its accepted.<what> count (on
+        /diagnostics) goes up, or the message is sent again after `again_after` seconds and three more
+        diagnostics without it.  One volatile message can be lost even after the publisher saw the
+        subscription (discovery is not symmetric: the reader may not know this writer yet).  A copy
+        sent again replaces the first if that one only came late: give trajectories a header stamp
+        (then a copy is the same trajectory).  Returns the time.monotonic() of the publish it took;
+        AssertionError after `timeout`."""
+        t_end = time.monotonic() + timeout
+        k0 = self.accepted(what)
+        while time.monotonic() < t_end:
+            with self.lock:
+                n0 = self.n_ctl_diag
+            t_pub = time.monotonic()
+            pub.publish(msg)
+            self.wait_for(lambda: int(self.ctl_diag.get(f"{self.diag_prefix}accepted.{what}", 0)) > k0
+                          or (self.n_ctl_diag >= n0 + 3 and time.monotonic() - t_pub >= again_after),
+                          max(0.0, t_end - time.monotonic()))
+            if self.accepted(what) > k0:
+                return t_pub
+        raise AssertionError(f"the controller did not accept the {what} within {timeout} s (its "
+                             f"diagnostics: {self.ctl_diag or 'none received'})")
+
     # ---- publishing ----
     def publish_command(self, tau):
         self.pub_cmd.publish(Float64MultiArray(data=[float(x) for x in tau]))
 
-    def publish_trajectory(self, times, positions, velocities=None, joints=None):
-        """JointTrajectory with points at `times` [s from now] (header stamp zero: start on receipt)."""
+    def publish_trajectory(self, times, positions, velocities=None, joints=None, confirm=False, stamp=None):
+        """JointTrajectory with points at `times` [s] from `stamp` (seconds on the controller's clock;
+        None: header stamp zero, start on receipt); `confirm`: sent again until the controller accepted
+        it (publish_confirmed).  Returns the time.monotonic() of the publish (the one accepted, with
+        confirm)."""
         msg = JointTrajectory()
+        if stamp is not None:
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(round(stamp * 1e9)), 1_000_000_000)
         msg.joint_names = list(joints or self.joints)
         for k, t in enumerate(times):
             pt = JointTrajectoryPoint()
@@ -125,7 +172,11 @@ class Probe(Node):
             pt.time_from_start.sec = int(t)
             pt.time_from_start.nanosec = int(round((t - int(t)) * 1e9))
             msg.points.append(pt)
+        if confirm:
+            return self.publish_confirmed(self.pub_traj, msg, "joint_trajectory")
+        t = time.monotonic()
         self.pub_traj.publish(msg)
+        return t
 
     def publish_pose(self, p, quat_xyzw, frame_id=""):
         msg = PoseStamped()
