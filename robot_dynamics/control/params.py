@@ -158,6 +158,7 @@ LAW_KEYS = {
     "task.damping_ratio": ("double", "damping ratio of the task axes whose d_* is not set"),
     "nullspace_stiffness": ("per_joint", "posture stiffness in the null space [N m/rad]"),
     "nullspace_damping": ("per_joint", "posture damping [N m s/rad]; not set: critical"),
+    "nullspace_damping_ratio": ("double", "damping ratio of the posture task when nullspace_damping is not set"),
     "q_nullspace": ("per_joint_any", "posture [rad]; not set: the configuration at activation / hold"),
     "damped_pinv_lambda": ("double", "damping of the pseudo-inverse"),
     "force_axes": ("bool6", "task axes [x y z rx ry rz] under force control instead of stiffness"),

@@ -47,38 +47,34 @@ import time
 from collections import defaultdict
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import InertiaStamped, PoseStamped, Transform, Twist, TwistStamped, WrenchStamped
-from rcl_interfaces.msg import SetParametersResult
 from rclpy.clock import Clock, ClockType
-from rclpy.time import Time
-from rosgraph_msgs.msg import Clock as Clock_
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message, serialize_message
+from rclpy.time import Time
+from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory as JointTrajectoryMsg
 from trajectory_msgs.msg import JointTrajectoryPoint, MultiDOFJointTrajectory, MultiDOFJointTrajectoryPoint
 
-from ..control import CartesianReference, ControlLoop, JointReference, JointTrajectory
-from ..control.params import LAW_KEYS, LAWS, SAFETY_KEYS, SIX_KEYS  # noqa: F401 (re-exported)
+from ..control import ControlLoop
 from .. import realtime
 from ..dynamics import Model, self_check
 from .cdr import JointStateCdr
-from .common import (REJECT_REASONS, JointStateMapper, check_value, declare_all, make_executor, make_qos,
-                     map_joint_values, param_value, pose_to_rp, trajectory_arrays, wrench_to_array)
-from .cartesian_refs import cartesian_trajectory_from_msg, twist_from_msg
+from .common import JointStateMapper, check_value, declare_all, make_executor, make_qos, param_value
 from .control_path import ControlPath, TakeSubscription
+from .controller_inputs import ReferenceInputs
 from .controller_outputs import Outputs
-from .controller_params import (GENERAL_PARAMS, LOOP_PARAM_NAMES, SERVICES, TOPICS,  # noqa: F401 (re-exported)
-                                all_param_specs, interface_tables_markdown, law_param_specs, parse_xacro_args)
+from .controller_params import LOOP_PARAM_NAMES, all_param_specs, interface_tables_markdown, parse_xacro_args
+from .controller_services import ControllerServices
 
 # the joint-state input and the command output take their QoS from parameters (qos_*, output_qos_*).
 # QOS_SENSOR is the wrench input's.
 QOS_SENSOR = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
-TARGET_TWIST_MAX_AGE = 0.1       # s: a ~/target_twist older than this is not paired with a ~/target_pose
 QOS_REFERENCE = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE)
 QOS_LATCHED = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -86,7 +82,6 @@ SAFE_REPUBLISH_PERIOD = 0.05     # s: while the input is stale the safe command 
 _STAMP = struct.Struct("<iI")   # a serialized builtin_interfaces/Time after the 4-byte CDR header
 
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
-DIAG_LEVELS = {0: DiagnosticStatus.OK, 1: DiagnosticStatus.WARN, 2: DiagnosticStatus.ERROR}
 
 # parameters read on the hot path -> the attribute caching them (refreshed after every parameter set)
 HOT_PARAMS = {"publish_state": "_publish_state"}
@@ -116,7 +111,7 @@ class _Configured:
         return getattr(loop, name)
 
 
-class TorqueControllerNode(LifecycleNode):
+class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
     """Lifecycle torque controller; see the module docstring."""
 
     def __init__(self, node_name="torque_controller", **kwargs):
@@ -413,7 +408,7 @@ class TorqueControllerNode(LifecycleNode):
             if ts._clock_sub is not None:
                 self.destroy_subscription(ts._clock_sub)
                 ts._clock_sub = None
-            c.clock_sub = TakeSubscription(self, Clock_, "/clock", QOS_SENSOR, raw=True)
+            c.clock_sub = TakeSubscription(self, ClockMsg, "/clock", QOS_SENSOR, raw=True)
             extra.append((c.clock_sub, self._on_clock))
         c.path = ControlPath(self, c.js_sub, self._on_joint_state, self._on_wakeup, self._on_path_error,
                              name="control", extra=extra)
@@ -708,298 +703,6 @@ class TorqueControllerNode(LifecycleNode):
         if not safe:
             c.safe_ramping = False                     # a control step took over from the safe ramp
         c.out.command(tau, c.stamp_ns, safe, self._publish_state, c.loop.info)
-
-    # ---------------------------------------------------------------- inputs (convert, then hand over)
-    def _on_wrench(self, msg):
-        c = self.c
-        if c is None or not c.cartesian:
-            return
-        w = wrench_to_array(msg.wrench)
-        with self._lock:
-            if c is self.c:
-                c.loop.set_wrench(w, msg.header.frame_id, time.monotonic())
-
-    def _reference(self, what, convert):
-        """convert() -> a reference for the loop, or ValueError (counted as rejected.<what>).  The
-        conversion runs before the lock is taken: the control thread steps on meanwhile."""
-        c = self.c
-        if c is None:
-            return
-        try:
-            ref = convert(c)
-        except ValueError as e:
-            with self._lock:
-                if c is self.c:
-                    c.loop.reject_reference(what, str(e), time.monotonic())
-            return
-        with self._lock:
-            if c is not self.c:
-                return
-            if what == "target_wrench":
-                c.loop.set_target_wrench(ref, what, time.monotonic())
-            else:
-                c.loop.set_reference(ref, what, time.monotonic())
-
-    def _trajectory_stamp(self, msg, last_time, what):
-        """header.stamp as ros2_controllers' JointTrajectoryController reads it, on this node's clock
-        (sim time with use_sim_time): zero = start now (None); else the start time of the points,
-        ValueError when the whole trajectory is already in the past."""
-        st = msg.header.stamp
-        if not (st.sec or st.nanosec):
-            return None
-        stamp = st.sec + 1e-9 * st.nanosec
-        now = self._clock_handle.get_now().nanoseconds * 1e-9
-        if stamp + last_time < now:
-            raise ValueError(f"{what}: it ends in the past (header.stamp {stamp:.3f} s + last "
-                             f"time_from_start {last_time:.3f} s < now {now:.3f} s on the node's clock); "
-                             "stamp it 0 to start on receipt")
-        return stamp
-
-    def _on_trajectory(self, msg):
-        def convert(c):
-            if c.cartesian:
-                raise ValueError(f"{c.law_name} takes no joint trajectory")
-            times, P, V, A = trajectory_arrays(list(c.model.joint_names), msg)
-            tr = JointTrajectory(times, P, V, A, lower=c.model.lower_limits, upper=c.model.upper_limits)
-            tr.stamp = self._trajectory_stamp(msg, float(times[-1]), "joint_trajectory")
-            return tr
-        self._reference("joint_trajectory", convert)
-
-    def _on_target_joint_state(self, msg):
-        def convert(c):
-            if c.cartesian:
-                raise ValueError(f"{c.law_name} takes no joint reference")
-            names = list(c.model.joint_names)
-            q = map_joint_values(names, msg.name, msg.position, "target_joint_state position")
-            v = (map_joint_values(names, msg.name, msg.velocity, "target_joint_state velocity")
-                 if len(msg.velocity) else None)
-            return JointReference(q, v)
-        self._reference("target_joint_state", convert)
-
-    def _check_base_frame(self, c, frame_id, what):
-        ok = ("", "world", c.model.frame_names[0])
-        if frame_id not in ok:
-            raise ValueError(f"{what}: frame {frame_id!r} is not the robot base "
-                             f"({c.model.frame_names[0]!r}); no tf lookup in this node")
-
-    def _on_target_pose(self, msg):
-        def convert(c):
-            if not c.cartesian:
-                raise ValueError(f"{c.law_name} takes no Cartesian reference")
-            self._check_base_frame(c, msg.header.frame_id, "target_pose")
-            R, p = pose_to_rp(msg.pose)
-            tw = self._target_twist            # the latest ~/target_twist, if at most 0.1 s old
-            if tw is not None and time.monotonic() - tw[0] <= TARGET_TWIST_MAX_AGE:
-                return CartesianReference(R, p, twist=tw[1])
-            return CartesianReference(R, p)
-        self._reference("target_pose", convert)
-
-    def _on_target_twist(self, msg):
-        """Stored (base-frame axes, [linear; angular]) and sent with the next ~/target_pose."""
-        c = self.c
-        if c is None:
-            return
-        try:
-            if not c.cartesian:
-                raise ValueError(f"{c.law_name} takes no Cartesian reference")
-            self._check_base_frame(c, msg.header.frame_id, "target_twist")
-            tw = twist_from_msg(msg)
-        except ValueError as e:
-            self._target_twist = None
-            with self._lock:
-                c.loop.reject_reference("target_twist", str(e), time.monotonic())
-            return
-        self._target_twist = (time.monotonic(), tw)
-
-    def _on_cartesian_trajectory(self, msg):
-        def convert(c):
-            if not c.cartesian:
-                raise ValueError(f"{c.law_name} takes no Cartesian trajectory")
-            self._check_base_frame(c, msg.header.frame_id, "cartesian_trajectory")
-            frame = c.law.frame
-            names = list(msg.joint_names)
-            if names and frame not in names:
-                raise ValueError(f"cartesian_trajectory: joint_names {names} do not name the controlled "
-                                 f"frame {frame!r} (empty: the controlled frame)")
-            tr = cartesian_trajectory_from_msg(msg, names.index(frame) if names else 0)
-            tr.stamp = self._trajectory_stamp(msg, float(tr.times[-1]), "cartesian_trajectory")
-            return tr
-        self._reference("cartesian_trajectory", convert)
-
-    def _on_target_wrench(self, msg):
-        def convert(c):
-            if not c.cartesian:
-                raise ValueError(f"{c.law_name} takes no wrench reference")
-            self._check_base_frame(c, msg.header.frame_id, "target_wrench")
-            w = wrench_to_array(msg.wrench)
-            if not np.all(np.isfinite(w)):
-                raise ValueError("target_wrench: values must be finite")
-            return w
-        self._reference("target_wrench", convert)
-
-    # ---------------------------------------------------------------- services
-    def _on_hold(self, req, resp):
-        try:
-            with self._lock:
-                c = self.c
-                if c is None or not self.active:
-                    resp.success, resp.message = False, "not active with a valid joint state"
-                    return resp
-                resp.success, resp.message = c.loop.hold()
-        except Exception as e:                         # noqa: BLE001
-            self.counts["errors.hold"] += 1
-            resp.success, resp.message = False, f"{type(e).__name__}: {e}"
-        return resp
-
-    def _payload_service(self, what):
-        """The Trigger handler of one payload identification service (identify returns at once: the
-        run advances with the control steps)."""
-        def handler(req, resp):
-            try:
-                with self._lock:
-                    c = self.c
-                    if c is None:
-                        resp.success, resp.message = False, "not configured"
-                        return resp
-                    loop = c.loop
-                    if what == "identify":
-                        if not self.active:
-                            resp.success, resp.message = False, "refused: the controller is not active"
-                        else:
-                            resp.success, resp.message = loop.start_payload_id(time.monotonic())
-                    elif what == "status":
-                        resp.success, resp.message = loop.payload_status()
-                    elif what == "cancel":
-                        resp.success, resp.message = loop.cancel_payload_id()
-                    elif what == "attach":
-                        resp.success, resp.message = loop.attach_payload_estimate()
-                    else:
-                        resp.success, resp.message = loop.detach_payload_estimate()
-                if what in ("attach", "detach") and resp.success:
-                    self._log.info(f"payload: {resp.message}")
-            except Exception as e:                     # noqa: BLE001
-                self.counts[f"errors.payload_{what}"] += 1
-                resp.success, resp.message = False, f"{type(e).__name__}: {e}"
-            return resp
-        return handler
-
-    def _publish_payload(self, run):
-        """~/payload_estimate (latched) of a successful run."""
-        self._payload_published = run
-        e = run.estimate
-        msg = InertiaStamped()
-        msg.header.stamp = self.get_clock().now().to_msg()
-        msg.header.frame_id = e.frame
-        msg.inertia.m = float(e.mass)
-        msg.inertia.com.x, msg.inertia.com.y, msg.inertia.com.z = (float(x) for x in e.com)
-        if e.inertia is not None:
-            I = e.inertia
-            i = msg.inertia
-            i.ixx, i.ixy, i.ixz, i.iyy, i.iyz, i.izz = (float(I[0, 0]), float(I[0, 1]), float(I[0, 2]),
-                                                        float(I[1, 1]), float(I[1, 2]), float(I[2, 2]))
-        self._payload_pub.publish(msg)
-
-    def _on_tare(self, req, resp):
-        try:
-            with self._lock:
-                c = self.c
-                if c is None:
-                    resp.success, resp.message = False, "no wrench processing (configure with cartesian_impedance)"
-                else:
-                    resp.success, resp.message = c.loop.tare()
-        except Exception as e:                         # noqa: BLE001
-            self.counts["errors.tare"] += 1
-            resp.success, resp.message = False, f"{type(e).__name__}: {e}"
-        return resp
-
-    # ---------------------------------------------------------------- parameters
-    def _on_set_parameters(self, params):
-        try:
-            return self._set_parameters(params)
-        except Exception as e:                         # noqa: BLE001 (nothing may escape a callback)
-            self.counts["errors.parameters"] += 1
-            return SetParametersResult(successful=False, reason=f"{type(e).__name__}: {e}")
-
-    def _set_parameters(self, params):
-        """Every value is checked here (ROS-side rules); while configured, the live ones of the control
-        loop go to ControlLoop.set_params, which applies them all or none."""
-        c = self.c
-        n = c.n if c is not None else (len(self._p("joints") or []) or None)
-        errors, loop_updates = [], {}
-        for p in params:
-            spec = self._specs.get(p.name)
-            if spec is None:
-                continue
-            v = p.value
-            if hasattr(v, "typecode") or isinstance(v, tuple):
-                v = list(v)
-            if p.name == "joints" and v is not None and len(set(v)) != len(v):
-                errors.append(f"joints: duplicate names in {v}")
-                continue
-            err = check_value(spec, v, n if spec.law_key not in SIX_KEYS else 6)
-            if err:
-                errors.append(err)
-                continue
-            if c is not None and p.name in LOOP_PARAM_NAMES and (spec.live or p.name == "sensor_frame"):
-                loop_updates[p.name] = v
-        if errors:
-            return SetParametersResult(successful=False, reason="; ".join(errors))
-        if loop_updates:
-            with self._lock:
-                ok, reason = c.loop.set_params(loop_updates)
-            if not ok:
-                return SetParametersResult(successful=False, reason=reason)
-        return SetParametersResult(successful=True)
-
-    # ---------------------------------------------------------------- diagnostics
-    def _publish_diagnostics(self):
-        now = time.monotonic()
-        window = max(now - self._diag_last, 1e-9)
-        self._diag_last = now
-        st = DiagnosticStatus(name=f"{self.get_name()}: torque controller", hardware_id="")
-        kv = [("lifecycle_state", self.lifecycle_state)]
-        if self.get_parameter("use_sim_time").value:
-            ns = self._clock_handle.get_now().nanoseconds
-            kv.append(("sim_time", f"{ns * 1e-9:.3f}" if ns else "no /clock received yet"))
-        c = self.c
-        level, msg = DiagnosticStatus.OK, "ok"
-        if c is None:
-            level = DiagnosticStatus.ERROR if self.config_error else DiagnosticStatus.WARN
-            msg = f"not configured: {self.config_error}" if self.config_error else "not configured"
-        else:
-            with self._lock:
-                steps, lat_sum, lat_max = c.stats_steps, c.stats_lat_sum, c.stats_lat_max
-                c.stats_steps, c.stats_lat_sum, c.stats_lat_max = 0, 0.0, 0.0
-                st.hardware_id = c.model.name
-                kv += [("controller", c.law_name), ("robot", c.model.name), ("model_source", c.source),
-                       ("joints", ",".join(c.joints)), ("trigger", self._p("trigger")),
-                       ("loop_rate_hz", f"{steps / window:.1f}"),
-                       ("step_latency_mean_us", f"{1e6 * lat_sum / steps:.1f}" if steps else "nan"),
-                       ("step_latency_max_us", f"{1e6 * lat_max:.1f}" if steps else "nan"),
-                       ("model_warnings", str(len(c.model.warnings)))]
-                kv += [(f"model_warning.{i}", w) for i, w in enumerate(c.model.warnings)]
-                kv += [(f"control_path.{k}", str(v)) for k, v in c.path.stats().items()]
-                kv.append(("control_path.cdr_fallbacks", str(c.cdr_fallbacks)))
-                lvl, msg, loop_kv = c.loop.diagnostics()
-                level = DIAG_LEVELS[lvl]
-                kv += loop_kv
-                if not self.active:
-                    level, msg = DiagnosticStatus.OK, "inactive"
-        for r in REJECT_REASONS:
-            kv.append((f"rejected.joint_states.{r}", str(self.counts[f"rejected.joint_states.{r}"])))
-        total = sum(v for k, v in self.counts.items() if k.startswith("rejected.joint_states."))
-        kv.append(("rejected.joint_states", str(total)))
-        if self.rt_report is not None:
-            kv += realtime.diagnostics_values(self.rt_report)
-        for k, v in sorted(self.counts.items()):
-            if not k.startswith("rejected.joint_states.") and k != "watchdog_trips":
-                kv.append((k, str(v)))
-        st.level, st.message = level, msg
-        st.values = [KeyValue(key=k, value=v) for k, v in kv]
-        arr = DiagnosticArray(status=[st])
-        arr.header.stamp = self.get_clock().now().to_msg()
-        self._diag_pub.publish(arr)
-
 
 # ------------------------------------------------------------------------------------------------
 # main

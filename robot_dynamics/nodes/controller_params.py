@@ -112,16 +112,19 @@ TOPICS = [
     ("sub", "robot_description_topic (/robot_description)", "std_msgs/String",
      "URDF, TRANSIENT_LOCAL (used at configure when the parameter is empty)"),
     ("sub", "~/joint_trajectory", "trajectory_msgs/JointTrajectory",
-     "joint trajectory (computed_torque, joint_impedance); starts on receipt from the measured state"),
+     "joint trajectory (computed_torque, joint_impedance); header.stamp as JointTrajectoryController "
+     "reads it (zero: start on receipt; future: start then; past: the points due skipped; all due: "
+     "rejected), on the node's clock; starts from the reference being followed (no jump)"),
     ("sub", "~/target_joint_state", "sensor_msgs/JointState", "joint set-point (position, optional velocity)"),
     ("sub", "~/target_pose", "geometry_msgs/PoseStamped",
      "pose of the controlled frame in the base frame (cartesian_impedance)"),
     ("sub", "~/target_wrench", "geometry_msgs/WrenchStamped",
      "feed-forward wrench the robot exerts, base-frame axes (cartesian_impedance)"),
     ("sub", "~/cartesian_trajectory", "trajectory_msgs/MultiDOFJointTrajectory",
-     "trajectory of the controlled frame (cartesian_impedance): first transform per point, optional "
-     "velocities / accelerations (feed-forward); interpolated on SE(3), started on receipt from the pose "
-     "being followed"),
+     "trajectory of the controlled frame (cartesian_impedance): joint_names empty or naming that frame "
+     "(else rejected), its transform per point, optional velocities / accelerations (feed-forward); "
+     "interpolated on SE(3); header.stamp as for ~/joint_trajectory; starts from the pose, twist and "
+     "acceleration being followed"),
     ("sub", "~/target_twist", "geometry_msgs/TwistStamped",
      "twist of the streamed target, base-frame axes; sent with the next ~/target_pose (<= 0.1 s old)"),
     ("pub", "command_topic (/effort_controller/commands)", "std_msgs/Float64MultiArray",
@@ -129,6 +132,12 @@ TOPICS = [
     ("pub", "~/joint_command", "sensor_msgs/JointState", "the same command as efforts (publish_joint_command)"),
     ("pub", "~/state", "sensor_msgs/JointState",
      "controller state: position = reference, velocity = error, effort = command"),
+    ('pub', '~/external_wrench', 'geometry_msgs/WrenchStamped',
+     "observer.enabled: the momentum observer's estimate of the wrench the environment exerts at `observer.frame` (frame_id), about its origin, in its axes; stamp = the control step's; at observer.publish_rate"),
+    ('pub', '~/external_torque', 'sensor_msgs/JointState',
+     'observer.enabled: the residual r (external joint torques [N m]) in `effort`, `joints` order, same rate'),
+    ('pub', '~/collision', 'std_msgs/Bool',
+     'observer.enabled, reliable, TRANSIENT_LOCAL: the collision flag (threshold / release hysteresis), on every change'),
     ("pub", "/diagnostics", "diagnostic_msgs/DiagnosticArray",
      "loop rate, step latency, safety-filter interventions, rejected messages, watchdog (diagnostics_period)"),
     ("pub", "~/payload_estimate", "geometry_msgs/InertiaStamped",

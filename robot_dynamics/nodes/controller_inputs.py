@@ -1,0 +1,145 @@
+"""The torque controller node's inputs other than the joint states (those go to its control thread):
+the F/T wrench, and the references (~/joint_trajectory, ~/target_joint_state, ~/target_pose,
+~/target_twist, ~/cartesian_trajectory, ~/target_wrench), each converted from its message on the
+executor thread, before the node's lock is taken, then handed to the ControlLoop under it (a
+conversion error is counted as rejected.<topic> with its reason).  A mixin of TorqueControllerNode."""
+import time
+
+import numpy as np
+
+from ..control import CartesianReference, JointReference, JointTrajectory
+from .cartesian_refs import cartesian_trajectory_from_msg, twist_from_msg
+from .common import map_joint_values, pose_to_rp, trajectory_arrays, wrench_to_array
+
+TARGET_TWIST_MAX_AGE = 0.1       # s: a ~/target_twist older than this is not paired with a ~/target_pose
+
+
+class ReferenceInputs:
+    """The subscription callbacks of the wrench and the references (see the module docstring)."""
+
+    def _on_wrench(self, msg):
+        c = self.c
+        if c is None or not c.cartesian:
+            return
+        w = wrench_to_array(msg.wrench)
+        with self._lock:
+            if c is self.c:
+                c.loop.set_wrench(w, msg.header.frame_id, time.monotonic())
+
+    def _reference(self, what, convert):
+        """convert() -> a reference for the loop, or ValueError (counted as rejected.<what>).  The
+        conversion runs before the lock is taken: the control thread steps on meanwhile."""
+        c = self.c
+        if c is None:
+            return
+        try:
+            ref = convert(c)
+        except ValueError as e:
+            with self._lock:
+                if c is self.c:
+                    c.loop.reject_reference(what, str(e), time.monotonic())
+            return
+        with self._lock:
+            if c is not self.c:
+                return
+            if what == "target_wrench":
+                c.loop.set_target_wrench(ref, what, time.monotonic())
+            else:
+                c.loop.set_reference(ref, what, time.monotonic())
+
+    def _trajectory_stamp(self, msg, last_time, what):
+        """header.stamp as ros2_controllers' JointTrajectoryController reads it, on this node's clock
+        (sim time with use_sim_time): zero = start now (None); else the start time of the points,
+        ValueError when the whole trajectory is already in the past."""
+        st = msg.header.stamp
+        if not (st.sec or st.nanosec):
+            return None
+        stamp = st.sec + 1e-9 * st.nanosec
+        now = self._clock_handle.get_now().nanoseconds * 1e-9
+        if stamp + last_time < now:
+            raise ValueError(f"{what}: it ends in the past (header.stamp {stamp:.3f} s + last "
+                             f"time_from_start {last_time:.3f} s < now {now:.3f} s on the node's clock); "
+                             "stamp it 0 to start on receipt")
+        return stamp
+
+    def _on_trajectory(self, msg):
+        def convert(c):
+            if c.cartesian:
+                raise ValueError(f"{c.law_name} takes no joint trajectory")
+            times, P, V, A = trajectory_arrays(list(c.model.joint_names), msg)
+            tr = JointTrajectory(times, P, V, A, lower=c.model.lower_limits, upper=c.model.upper_limits)
+            tr.stamp = self._trajectory_stamp(msg, float(times[-1]), "joint_trajectory")
+            return tr
+        self._reference("joint_trajectory", convert)
+
+    def _on_target_joint_state(self, msg):
+        def convert(c):
+            if c.cartesian:
+                raise ValueError(f"{c.law_name} takes no joint reference")
+            names = list(c.model.joint_names)
+            q = map_joint_values(names, msg.name, msg.position, "target_joint_state position")
+            v = (map_joint_values(names, msg.name, msg.velocity, "target_joint_state velocity")
+                 if len(msg.velocity) else None)
+            return JointReference(q, v)
+        self._reference("target_joint_state", convert)
+
+    def _check_base_frame(self, c, frame_id, what):
+        ok = ("", "world", c.model.frame_names[0])
+        if frame_id not in ok:
+            raise ValueError(f"{what}: frame {frame_id!r} is not the robot base "
+                             f"({c.model.frame_names[0]!r}); no tf lookup in this node")
+
+    def _on_target_pose(self, msg):
+        def convert(c):
+            if not c.cartesian:
+                raise ValueError(f"{c.law_name} takes no Cartesian reference")
+            self._check_base_frame(c, msg.header.frame_id, "target_pose")
+            R, p = pose_to_rp(msg.pose)
+            tw = self._target_twist            # the latest ~/target_twist, if at most 0.1 s old
+            if tw is not None and time.monotonic() - tw[0] <= TARGET_TWIST_MAX_AGE:
+                return CartesianReference(R, p, twist=tw[1])
+            return CartesianReference(R, p)
+        self._reference("target_pose", convert)
+
+    def _on_target_twist(self, msg):
+        """Stored (base-frame axes, [linear; angular]) and sent with the next ~/target_pose."""
+        c = self.c
+        if c is None:
+            return
+        try:
+            if not c.cartesian:
+                raise ValueError(f"{c.law_name} takes no Cartesian reference")
+            self._check_base_frame(c, msg.header.frame_id, "target_twist")
+            tw = twist_from_msg(msg)
+        except ValueError as e:
+            self._target_twist = None
+            with self._lock:
+                c.loop.reject_reference("target_twist", str(e), time.monotonic())
+            return
+        self._target_twist = (time.monotonic(), tw)
+
+    def _on_cartesian_trajectory(self, msg):
+        def convert(c):
+            if not c.cartesian:
+                raise ValueError(f"{c.law_name} takes no Cartesian trajectory")
+            self._check_base_frame(c, msg.header.frame_id, "cartesian_trajectory")
+            frame = c.law.frame
+            names = list(msg.joint_names)
+            if names and frame not in names:
+                raise ValueError(f"cartesian_trajectory: joint_names {names} do not name the controlled "
+                                 f"frame {frame!r} (empty: the controlled frame)")
+            tr = cartesian_trajectory_from_msg(msg, names.index(frame) if names else 0)
+            tr.stamp = self._trajectory_stamp(msg, float(tr.times[-1]), "cartesian_trajectory")
+            return tr
+        self._reference("cartesian_trajectory", convert)
+
+    def _on_target_wrench(self, msg):
+        def convert(c):
+            if not c.cartesian:
+                raise ValueError(f"{c.law_name} takes no wrench reference")
+            self._check_base_frame(c, msg.header.frame_id, "target_wrench")
+            w = wrench_to_array(msg.wrench)
+            if not np.all(np.isfinite(w)):
+                raise ValueError("target_wrench: values must be finite")
+            return w
+        self._reference("target_wrench", convert)

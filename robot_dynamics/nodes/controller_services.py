@@ -1,0 +1,183 @@
+"""The torque controller node's services (~/hold, ~/tare, the payload identification ones), its
+parameter validation (every value checked by the control loop's rules; the live ones handed to the
+ControlLoop whole), and /diagnostics.  A mixin of TorqueControllerNode: all run on the executor thread
+and take the node's lock only to hand a change to the loop or to read its figures."""
+import time
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import InertiaStamped
+from rcl_interfaces.msg import SetParametersResult
+
+from .. import realtime
+from ..control.params import SIX_KEYS
+from .common import REJECT_REASONS, check_value
+from .controller_params import LOOP_PARAM_NAMES
+
+DIAG_LEVELS = {0: DiagnosticStatus.OK, 1: DiagnosticStatus.WARN, 2: DiagnosticStatus.ERROR}
+
+
+class ControllerServices:
+    """Services, parameters and diagnostics of the controller node (see the module docstring)."""
+
+    # ---------------------------------------------------------------- services
+    def _on_hold(self, req, resp):
+        try:
+            with self._lock:
+                c = self.c
+                if c is None or not self.active:
+                    resp.success, resp.message = False, "not active with a valid joint state"
+                    return resp
+                resp.success, resp.message = c.loop.hold()
+        except Exception as e:                         # noqa: BLE001
+            self.counts["errors.hold"] += 1
+            resp.success, resp.message = False, f"{type(e).__name__}: {e}"
+        return resp
+
+    def _payload_service(self, what):
+        """The Trigger handler of one payload identification service (identify returns at once: the
+        run advances with the control steps)."""
+        def handler(req, resp):
+            try:
+                with self._lock:
+                    c = self.c
+                    if c is None:
+                        resp.success, resp.message = False, "not configured"
+                        return resp
+                    loop = c.loop
+                    if what == "identify":
+                        if not self.active:
+                            resp.success, resp.message = False, "refused: the controller is not active"
+                        else:
+                            resp.success, resp.message = loop.start_payload_id(time.monotonic())
+                    elif what == "status":
+                        resp.success, resp.message = loop.payload_status()
+                    elif what == "cancel":
+                        resp.success, resp.message = loop.cancel_payload_id()
+                    elif what == "attach":
+                        resp.success, resp.message = loop.attach_payload_estimate()
+                    else:
+                        resp.success, resp.message = loop.detach_payload_estimate()
+                if what in ("attach", "detach") and resp.success:
+                    self._log.info(f"payload: {resp.message}")
+            except Exception as e:                     # noqa: BLE001
+                self.counts[f"errors.payload_{what}"] += 1
+                resp.success, resp.message = False, f"{type(e).__name__}: {e}"
+            return resp
+        return handler
+
+    def _publish_payload(self, run):
+        """~/payload_estimate (latched) of a successful run."""
+        self._payload_published = run
+        e = run.estimate
+        msg = InertiaStamped()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.frame_id = e.frame
+        msg.inertia.m = float(e.mass)
+        msg.inertia.com.x, msg.inertia.com.y, msg.inertia.com.z = (float(x) for x in e.com)
+        if e.inertia is not None:
+            I = e.inertia
+            i = msg.inertia
+            i.ixx, i.ixy, i.ixz, i.iyy, i.iyz, i.izz = (float(I[0, 0]), float(I[0, 1]), float(I[0, 2]),
+                                                        float(I[1, 1]), float(I[1, 2]), float(I[2, 2]))
+        self._payload_pub.publish(msg)
+
+    def _on_tare(self, req, resp):
+        try:
+            with self._lock:
+                c = self.c
+                if c is None:
+                    resp.success, resp.message = False, "no wrench processing (configure with cartesian_impedance)"
+                else:
+                    resp.success, resp.message = c.loop.tare()
+        except Exception as e:                         # noqa: BLE001
+            self.counts["errors.tare"] += 1
+            resp.success, resp.message = False, f"{type(e).__name__}: {e}"
+        return resp
+
+    # ---------------------------------------------------------------- parameters
+    def _on_set_parameters(self, params):
+        try:
+            return self._set_parameters(params)
+        except Exception as e:                         # noqa: BLE001 (nothing may escape a callback)
+            self.counts["errors.parameters"] += 1
+            return SetParametersResult(successful=False, reason=f"{type(e).__name__}: {e}")
+
+    def _set_parameters(self, params):
+        """Every value is checked here (ROS-side rules); while configured, the live ones of the control
+        loop go to ControlLoop.set_params, which applies them all or none."""
+        c = self.c
+        n = c.n if c is not None else (len(self._p("joints") or []) or None)
+        errors, loop_updates = [], {}
+        for p in params:
+            spec = self._specs.get(p.name)
+            if spec is None:
+                continue
+            v = p.value
+            if hasattr(v, "typecode") or isinstance(v, tuple):
+                v = list(v)
+            if p.name == "joints" and v is not None and len(set(v)) != len(v):
+                errors.append(f"joints: duplicate names in {v}")
+                continue
+            err = check_value(spec, v, n if spec.law_key not in SIX_KEYS else 6)
+            if err:
+                errors.append(err)
+                continue
+            if c is not None and p.name in LOOP_PARAM_NAMES and (spec.live or p.name == "sensor_frame"):
+                loop_updates[p.name] = v
+        if errors:
+            return SetParametersResult(successful=False, reason="; ".join(errors))
+        if loop_updates:
+            with self._lock:
+                ok, reason = c.loop.set_params(loop_updates)
+            if not ok:
+                return SetParametersResult(successful=False, reason=reason)
+        return SetParametersResult(successful=True)
+
+    # ---------------------------------------------------------------- diagnostics
+    def _publish_diagnostics(self):
+        now = time.monotonic()
+        window = max(now - self._diag_last, 1e-9)
+        self._diag_last = now
+        st = DiagnosticStatus(name=f"{self.get_name()}: torque controller", hardware_id="")
+        kv = [("lifecycle_state", self.lifecycle_state)]
+        if self.get_parameter("use_sim_time").value:
+            ns = self._clock_handle.get_now().nanoseconds
+            kv.append(("sim_time", f"{ns * 1e-9:.3f}" if ns else "no /clock received yet"))
+        c = self.c
+        level, msg = DiagnosticStatus.OK, "ok"
+        if c is None:
+            level = DiagnosticStatus.ERROR if self.config_error else DiagnosticStatus.WARN
+            msg = f"not configured: {self.config_error}" if self.config_error else "not configured"
+        else:
+            with self._lock:
+                steps, lat_sum, lat_max = c.stats_steps, c.stats_lat_sum, c.stats_lat_max
+                c.stats_steps, c.stats_lat_sum, c.stats_lat_max = 0, 0.0, 0.0
+                st.hardware_id = c.model.name
+                kv += [("controller", c.law_name), ("robot", c.model.name), ("model_source", c.source),
+                       ("joints", ",".join(c.joints)), ("trigger", self._p("trigger")),
+                       ("loop_rate_hz", f"{steps / window:.1f}"),
+                       ("step_latency_mean_us", f"{1e6 * lat_sum / steps:.1f}" if steps else "nan"),
+                       ("step_latency_max_us", f"{1e6 * lat_max:.1f}" if steps else "nan"),
+                       ("model_warnings", str(len(c.model.warnings)))]
+                kv += [(f"model_warning.{i}", w) for i, w in enumerate(c.model.warnings)]
+                kv += [(f"control_path.{k}", str(v)) for k, v in c.path.stats().items()]
+                kv.append(("control_path.cdr_fallbacks", str(c.cdr_fallbacks)))
+                lvl, msg, loop_kv = c.loop.diagnostics()
+                level = DIAG_LEVELS[lvl]
+                kv += loop_kv
+                if not self.active:
+                    level, msg = DiagnosticStatus.OK, "inactive"
+        for r in REJECT_REASONS:
+            kv.append((f"rejected.joint_states.{r}", str(self.counts[f"rejected.joint_states.{r}"])))
+        total = sum(v for k, v in self.counts.items() if k.startswith("rejected.joint_states."))
+        kv.append(("rejected.joint_states", str(total)))
+        if self.rt_report is not None:
+            kv += realtime.diagnostics_values(self.rt_report)
+        for k, v in sorted(self.counts.items()):
+            if not k.startswith("rejected.joint_states.") and k != "watchdog_trips":
+                kv.append((k, str(v)))
+        st.level, st.message = level, msg
+        st.values = [KeyValue(key=k, value=v) for k, v in kv]
+        arr = DiagnosticArray(status=[st])
+        arr.header.stamp = self.get_clock().now().to_msg()
+        self._diag_pub.publish(arr)
