@@ -204,7 +204,7 @@ def test_default_params():
 class _GeneralOnly(SafetyFilter):
     """The filter without its fast path (SafetyFilter._fast): every cycle element by element."""
 
-    def _fast(self, tau, dt, p):
+    def _fast(self, tau, dt, p, ramp_dt):
         return None
 
 

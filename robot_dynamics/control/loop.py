@@ -818,7 +818,9 @@ class ControlLoop:
             self._process_wrench(now, dt)
         tau = self.law.compute(st)
         fallback = self._safe_torque if self._p["safe_command"] == "gravity" else None
-        tau = self.safety.apply(tau, st, dt_rate, fallback=fallback)
+        # the rate limit from when the last command left, the start ramp by the step clock (the time
+        # since the last command left leaves out each step's own duration: a busy loop ramped slower)
+        tau = self.safety.apply(tau, st, dt_rate, fallback=fallback, ramp_dt=dt)
         self.tau[:] = tau
         self.safe_reached = False
         self.total_steps += 1

@@ -167,14 +167,19 @@ class SafetyFilter:
             return x
         return None
 
-    def apply(self, tau, state, dt, fallback=None):
+    def apply(self, tau, state, dt, fallback=None, ramp_dt=None):
         """Filtered torque (new array, finite, within the effort limits, within
         rate_limit * min(dt, command_period) of the previous output).  `fallback` may be a callable: it is then evaluated only when the command is
-        not finite, so a g(q) fallback costs nothing on good cycles."""
+        not finite, so a g(q) fallback costs nothing on good cycles.  `ramp_dt`: the time the start
+        ramp advances by (default dt); a caller whose dt is the time since the last command left
+        passes the time since its last step here, so that the ramp lasts ramp_time of its clock
+        however long each step takes."""
         if self.reasons:
             self.reasons = []
         p = self._p
-        out = self._fast(tau, dt, p)
+        if ramp_dt is None:
+            ramp_dt = dt
+        out = self._fast(tau, dt, p, ramp_dt)
         if out is not None:
             return out
         # 1. command
@@ -209,7 +214,11 @@ class SafetyFilter:
         if _any(target != t):
             self._flag("effort_limit")
         # 4. start ramp
-        self.elapsed += dt
+        try:
+            ramp_dt = float(ramp_dt)
+        except (TypeError, ValueError):
+            ramp_dt = 0.0
+        self.elapsed += ramp_dt if ramp_dt > 0.0 and math.isfinite(ramp_dt) else 0.0
         if self.elapsed < p.ramp_time:
             self._flag("start_ramp")
             target -= self.start
@@ -229,7 +238,7 @@ class SafetyFilter:
         self.prev = target
         return target.copy()
 
-    def _fast(self, tau, dt, p):
+    def _fast(self, tau, dt, p, ramp_dt):
         """The common cycle in a few vector operations, or None for the general path: a finite command
         within the effort limits, no state terms, the start ramp over, a change within the rate limit.
         Sufficient conditions (sum of squares): y = tau / limit with |y|^2 <= 1 makes every
@@ -240,7 +249,7 @@ class SafetyFilter:
         if type(tau) is not np.ndarray or tau.shape != self._zero.shape or tau.dtype != np.float64 \
                 or self._use_state or self.elapsed < p.ramp_time:
             return None
-        if not (0.0 < dt < math.inf):
+        if not (0.0 < dt < math.inf) or not (0.0 < ramp_dt < math.inf):
             return None
         y = np.multiply(tau, self._inv_limit, out=self._ya)
         if not y.dot(y) <= 1.0:                          # (NaN compares false)
@@ -250,7 +259,7 @@ class SafetyFilter:
         h = dt if dt < p.command_period else p.command_period
         if not x.dot(x) <= h * h:
             return None
-        self.elapsed += dt
+        self.elapsed += ramp_dt
         target = tau.copy()
         self.prev = target
         return target.copy()
