@@ -248,6 +248,7 @@ class Rig:
         self.h.create_subscription(Log, "/rosout", self._on_log, rosout_qos)
         self.js_pub = self.h.create_publisher(JointState, self.js_topic, 10)
         self._state_sub = None
+        self._keep = []                       # parameter clients (see param_client)
         self.thread = threading.Thread(target=self.ex.spin, daemon=True)
         self.thread.start()
 
@@ -423,7 +424,8 @@ class Rig:
     def param_client(self):
         from rclpy.parameter_client import AsyncParameterClient
         pc = AsyncParameterClient(self.h, self.node.get_name())
-        assert pc.wait_for_services(timeout_sec=TIMEOUT)
+        self._keep.append(pc)                 # kept until close(): a client collected while the
+        assert pc.wait_for_services(timeout_sec=TIMEOUT)     # executor spins races on its handles
         return pc
 
     def set_params(self, pc, params):

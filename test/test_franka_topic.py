@@ -117,16 +117,28 @@ def test_cartesian_impedance_hold(ros, tmp_path):
         assert probe.diag.get("state") == "running"
 
 
-def _trajectory(probe, q0):
+def _trajectory(probe, q0, until_moving=False):
     """The minimum-jerk trajectory from q0 (zero stamp: it starts on receipt), confirmed on the
-    controller's /diagnostics.  Returns the goal."""
+    controller's /diagnostics; or, with until_moving, by its effect: sent again until the arm moves
+    along it (|v| > 0.05 rad/s, 0.02 rad from q0), which is when it returns (mid-motion: the probe's
+    view of the diagnostics lags on a loaded host, and a 2 s trajectory may be over by then).  Returns
+    the goal."""
     q_goal = q0 + TRAJ_STEP
     n = 21
     ts = np.linspace(0.0, TRAJ_T, n)[1:]
     s = ts / TRAJ_T
     blend = 10 * s**3 - 15 * s**4 + 6 * s**5                 # minimum-jerk profile
-    probe.publish_trajectory(list(ts), [q0 + b * TRAJ_STEP for b in blend], confirm=True)
-    return q_goal
+    points = [q0 + b * TRAJ_STEP for b in blend]
+    if not until_moving:
+        probe.publish_trajectory(list(ts), points, confirm=True)
+        return q_goal
+    for _ in range(5):
+        probe.publish_trajectory(list(ts), points)
+        if probe.wait_for(lambda: probe.v is not None and np.max(np.abs(probe.v)) > 0.05
+                          and np.max(np.abs(probe.q - q0)) > 0.02, 3.0 * TRAJ_T):
+            return q_goal
+    raise AssertionError(f"the arm did not move along the trajectory: v {probe.v}, the controller's "
+                         f"reference {probe.ctl_ref}, its diagnostics {probe.ctl_diag}")
 
 
 def test_joint_impedance_trajectory(ros, tmp_path):
@@ -187,13 +199,7 @@ def test_controller_killed_mid_motion_stops_the_arm(ros, tmp_path):
         assert not probe.set_bridge_param("ramp_time", 0.1).successful  # read at start-up
         ctl = procs.procs[-1]
         q0, _ = probe.snapshot()
-        _trajectory(probe, q0)
-        # mid-motion: the arm moving along it (an event, not a time: the probe's own view lags on a
-        # loaded host)
-        moving = probe.wait_for(lambda: probe.v is not None and np.max(np.abs(probe.v)) > 0.05
-                                and np.max(np.abs(probe.q - q0)) > 0.02, 30.0)
-        assert moving, (f"the arm did not move along the trajectory: v {probe.v}, the controller's reference "
-                        f"{probe.ctl_ref}, its diagnostics {probe.ctl_diag}")
+        _trajectory(probe, q0, until_moving=True)          # returns mid-motion (an event, not a time)
         t_kill = time.monotonic()
         q_kill, _ = probe.snapshot()
         os.killpg(ctl.pid, signal.SIGKILL)

@@ -21,7 +21,8 @@ Invariants, with limits taken from the parameters this test sets (not read from 
     machine its receive backlog compressed 1 kHz commands to 3 kHz for 90 ms;
   * partition: the first safe command is published within watchdog_timeout (+ the node's check period,
     watchdog_timeout / 2, + ALLOW) after the last joint state the controller's host received, nothing
-    but safe commands until the link is up, and control resumes (non-safe commands) afterwards;
+    but safe commands from then on (once a state delivered late inside the controller has had that
+    bound to arrive) until the link is up, and control resumes (non-safe commands) afterwards;
   * every process ends on SIGINT (no SIGTERM/SIGKILL needed), no process is left in the namespaces,
     and the namespaces and the veth are gone afterwards.
 Delay and jitter need tc netem, which this kernel does not have: that case runs only where it exists.
@@ -223,9 +224,23 @@ def test_partition_watchdog_gives_the_safe_command_and_control_resumes(run):
     bound = WATCHDOG + WATCHDOG / 2 + ALLOW
     assert t_safe - (t_last + off) <= bound, \
         f"first safe command {1e3 * (t_safe - t_last - off):.1f} ms after the last joint state (bound {1e3 * bound:.0f} ms)"
-    # from the first safe command until the link is up, nothing but safe commands
-    cut = (stamp >= t_safe) & (stamp < t_up + off)
-    assert np.all(safe[cut]), "a non-safe command while the joint states were cut off"
+    # from the first safe command until the link is up, nothing but safe commands -- once every joint
+    # state sent before the link went down has had the watchdog bound to reach the controller: the
+    # watchdog judges arrival (the controller's clock), so a state its DDS stack delivered late (taken
+    # after the trip: seen once in a CI run, on a loaded machine) rightly resumes control for a step
+    # before the next trip.  Which states came late cannot be told from here (the recorder's host got
+    # them on time), hence the window after the last one the recorder got.
+    late = max(t_last, t_down) + off + bound
+    cut = (stamp >= max(t_safe, late)) & (stamp < t_up + off)
+    bad = stamp[cut & ~safe]
+    assert bad.size == 0, \
+        f"a non-safe command while the joint states were cut off: {bad.size} at " \
+        f"{np.round(1e3 * (bad[:5] - t_last - off), 1)} ms after the last joint state (link down " \
+        f"{1e3 * (t_down - t_last):.1f} ms, up {1e3 * (t_up - t_last):.1f} ms after it)"
+    early = stamp[(stamp >= t_safe) & (stamp < late) & ~safe]
+    if early.size:
+        print(f"partition: {early.size} control step(s) on a joint state delivered late, "
+              f"{np.round(1e3 * (early[:5] - t_last - off), 1)} ms after the last one this host got")
     # control resumes once the link is back, and the robot side gets commands again
     assert np.any(~safe & (stamp > t_up + off)), "control did not resume after the partition"
     tb = run["b"]["cmd_t"] / 1e9
