@@ -42,10 +42,12 @@ import math
 import bisect
 
 import numpy as np
+from scipy.linalg import solve_banded
 
 
 def _hermite5(p0, v0, a0, p1, v1, a1, h):
-    """Coefficients c0..c5 of the quintic with value, slope, curvature (p, v, a) at s = 0 and s = h."""
+    """Coefficients c0..c5 of the quintic with value, slope, curvature (p, v, a) at s = 0 and s = h
+    (shape (6,) + p0.shape: also for K segments at once, p0 (K, n) and h (K, 1))."""
     d = p1 - p0
     return np.array([
         p0, v0, 0.5 * a0,
@@ -55,7 +57,7 @@ def _hermite5(p0, v0, a0, p1, v1, a1, h):
 
 
 def _hermite3(p0, v0, p1, v1, h):
-    """Coefficients c0..c5 (c4 = c5 = 0) of the cubic with (p, v) at s = 0 and s = h."""
+    """Coefficients c0..c5 (c4 = c5 = 0) of the cubic with (p, v) at s = 0 and s = h (as _hermite5)."""
     d = p1 - p0
     z = np.zeros_like(p0)
     return np.array([p0, v0, (3 * d / h - 2 * v0 - v1) / h, (-2 * d / h + v0 + v1) / (h * h), z, z])
@@ -73,18 +75,13 @@ def _spline_velocities(t, P, v_first):
     h = np.diff(t)
     d = np.diff(P, axis=0)
     m = K - 1
-    A = np.zeros((m, m))
-    rhs = np.empty((m, P.shape[1]))
-    for j in range(m):
-        k = j + 1
-        A[j, j] = 2.0 * (1.0 / h[k - 1] + 1.0 / h[k])
-        if j > 0:
-            A[j, j - 1] = 1.0 / h[k - 1]
-        if j < m - 1:
-            A[j, j + 1] = 1.0 / h[k]
-        rhs[j] = 3.0 * (d[k - 1] / h[k - 1] ** 2 + d[k] / h[k] ** 2)
+    ab = np.zeros((3, m))                # banded storage: super-, main and sub-diagonal
+    ab[0, 1:] = 1.0 / h[1:m]
+    ab[1] = 2.0 * (1.0 / h[:m] + 1.0 / h[1:])
+    ab[2, :-1] = 1.0 / h[1:m]
+    rhs = 3.0 * (d[:m] / (h[:m] ** 2)[:, None] + d[1:] / (h[1:] ** 2)[:, None])
     rhs[0] -= V[0] / h[0]
-    V[1:K] = np.linalg.solve(A, rhs)     # diagonally dominant, small: one solve at start
+    V[1:K] = solve_banded((1, 1), ab, rhs)      # diagonally dominant: O(K), no pivoting needed
     return V
 
 
@@ -229,12 +226,13 @@ class JointTrajectory:
             V = _spline_velocities(t, P, v_first)
         K = len(t) - 1
         C = np.zeros((max(K, 1), 6, n))
-        for i in range(K):
-            h = t[i + 1] - t[i]
+        if K >= 1:                                 # every segment at once (a 1000-point trajectory
+            h = np.diff(t)[:, None]                # is built at its start, on the control thread)
             if A is not None:
-                C[i] = _hermite5(P[i], V[i], A[i], P[i + 1], V[i + 1], A[i + 1], h)
+                c = _hermite5(P[:-1], V[:-1], A[:-1], P[1:], V[1:], A[1:], h)
             else:
-                C[i] = _hermite3(P[i], V[i], P[i + 1], V[i + 1], h)
+                c = _hermite3(P[:-1], V[:-1], P[1:], V[1:], h)
+            C[:] = np.moveaxis(c, 0, 1)
         if A is None and K >= 1:
             # cubic kinds: quintic end segments, zero acceleration at both ends of the trajectory; at
             # the inner knot the neighbouring cubic's acceleration (mean of both when K <= 2)
