@@ -162,3 +162,159 @@ def test_wrench_and_clock_writers():
     c.set_stamp(12, 34)
     m = deserialize_message(c.bytes(), Clock)
     assert (m.clock.sec, m.clock.nanosec) == (12, 34)
+
+
+# ---------------------------------------------------------------- trajectories (nodes/cdr_trajectory.py)
+from builtin_interfaces.msg import Duration  # noqa: E402
+from geometry_msgs.msg import Transform, Twist  # noqa: E402
+from trajectory_msgs.msg import (JointTrajectory, JointTrajectoryPoint, MultiDOFJointTrajectory,  # noqa: E402
+                                 MultiDOFJointTrajectoryPoint)
+
+from robot_dynamics.nodes.cdr_trajectory import read_joint_trajectory, read_multidof_trajectory  # noqa: E402
+
+# strings rclpy can serialize (UTF-8: no lone surrogates; a C string: no NUL)
+ros_str = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=14)
+durations = st.builds(Duration, sec=st.integers(-2**31, 2**31 - 1), nanosec=st.integers(0, 2**32 - 1))
+
+
+def _headed(draw, m, names):
+    """A trajectory message with a drawn header and up to `names` joint names."""
+    m.header.stamp.sec = draw(st.integers(-2**31, 2**31 - 1))
+    m.header.stamp.nanosec = draw(st.integers(0, 2**32 - 1))
+    m.header.frame_id = draw(ros_str)
+    m.joint_names = draw(st.lists(ros_str, max_size=names))
+    return m
+
+
+@st.composite
+def joint_trajectories(draw):
+    m = _headed(draw, JointTrajectory(), 5)
+    for _ in range(draw(st.integers(0, 5))):
+        p = JointTrajectoryPoint()
+        for f in ("positions", "velocities", "accelerations", "effort"):     # any lengths, also
+            setattr(p, f, draw(st.lists(doubles, max_size=6)))              # inconsistent ones
+        p.time_from_start = draw(durations)
+        m.points.append(p)
+    return m
+
+
+def _twist(draw):
+    return Twist(linear=_v3(draw), angular=_v3(draw))
+
+
+def _v3(draw):
+    from geometry_msgs.msg import Vector3
+    return Vector3(x=draw(doubles), y=draw(doubles), z=draw(doubles))
+
+
+@st.composite
+def multidof_trajectories(draw):
+    from geometry_msgs.msg import Quaternion
+    m = _headed(draw, MultiDOFJointTrajectory(), 3)
+    for _ in range(draw(st.integers(0, 4))):
+        p = MultiDOFJointTrajectoryPoint()
+        p.transforms = [Transform(translation=_v3(draw), rotation=Quaternion(
+            x=draw(doubles), y=draw(doubles), z=draw(doubles), w=draw(doubles)))
+            for _ in range(draw(st.integers(0, 3)))]
+        p.velocities = [_twist(draw) for _ in range(draw(st.integers(0, 3)))]
+        p.accelerations = [_twist(draw) for _ in range(draw(st.integers(0, 3)))]
+        p.time_from_start = draw(durations)
+        m.points.append(p)
+    return m
+
+
+def _same_head_and_times(d, m):
+    """Header, joint names and point times of the read data against the message; yields (k, point)."""
+    assert (d.sec, d.nanosec, d.frame_id) == (m.header.stamp.sec, m.header.stamp.nanosec, m.header.frame_id)
+    assert d.joint_names == list(m.joint_names)
+    assert len(d.times) == len(m.points)
+    for k, p in enumerate(m.points):
+        assert d.times[k] == p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec
+        yield k, p
+
+
+@settings(max_examples=300, deadline=None)
+@given(joint_trajectories())
+def test_joint_trajectory_reads_back_exactly(m):
+    d = read_joint_trajectory(serialize_message(m))
+    for k, p in _same_head_and_times(d, m):
+        for f in ("positions", "velocities", "accelerations", "effort"):
+            assert same(getattr(d, f)[k], getattr(p, f)), (k, f)
+
+
+@settings(max_examples=300, deadline=None)
+@given(multidof_trajectories())
+def test_multidof_trajectory_reads_back_exactly(m):
+    d = read_multidof_trajectory(serialize_message(m))
+    for k, p in _same_head_and_times(d, m):
+        want = [[t.translation.x, t.translation.y, t.translation.z,
+                 t.rotation.x, t.rotation.y, t.rotation.z, t.rotation.w] for t in p.transforms]
+        assert same(d.transforms[k], np.array(want).reshape(-1, 7)), k
+        for f in ("velocities", "accelerations"):
+            want = [[w.linear.x, w.linear.y, w.linear.z, w.angular.x, w.angular.y, w.angular.z]
+                    for w in getattr(p, f)]
+            assert same(getattr(d, f)[k], np.array(want).reshape(-1, 6)), (k, f)
+
+
+def test_trajectory_conversions_from_bytes_equal_those_from_messages():
+    """What the controller builds from the bytes equals what it builds from rclpy's message: joint
+    columns by name (trajectory_arrays), the Cartesian trajectory's points (the frame's transform by
+    index); and the same ValueError for an inconsistent point."""
+    from robot_dynamics.nodes.cartesian_refs import cartesian_trajectory_from_msg
+    from robot_dynamics.nodes.common import trajectory_arrays
+    rng = np.random.default_rng(3)
+    jt = JointTrajectory(joint_names=["b", "a", "c"])
+    for k in range(1, 6):
+        jt.points.append(JointTrajectoryPoint(positions=rng.normal(size=3).tolist(),
+                                              velocities=rng.normal(size=3).tolist(),
+                                              time_from_start=Duration(sec=k, nanosec=5)))
+    got = trajectory_arrays(["a", "b"], read_joint_trajectory(serialize_message(jt)))
+    want = trajectory_arrays(["a", "b"], jt)
+    for g, w in zip(got, want):
+        assert (g is None and w is None) or np.array_equal(g, w)
+    jt.points[2].positions = [1.0, 2.0]
+    for src in (jt, read_joint_trajectory(serialize_message(jt))):
+        with pytest.raises(ValueError, match="point 2: 2 positions for 3 joints"):
+            trajectory_arrays(["a", "b"], src)
+    mt = MultiDOFJointTrajectory(joint_names=["other", "tool"])
+    for k in range(1, 5):
+        tfs = []
+        for _ in range(2):
+            t = Transform()
+            t.translation.x, t.translation.y, t.translation.z = rng.normal(size=3).tolist()
+            t.rotation.x, t.rotation.y, t.rotation.z, t.rotation.w = (0.0, 0.0, float(np.sin(0.1 * k)), float(np.cos(0.1 * k)))
+            tfs.append(t)
+        mt.points.append(MultiDOFJointTrajectoryPoint(transforms=tfs, time_from_start=Duration(sec=k)))
+    a = cartesian_trajectory_from_msg(read_multidof_trajectory(serialize_message(mt)), 1)
+    b = cartesian_trajectory_from_msg(mt, 1)
+    assert np.array_equal(a.positions, b.positions) and np.array_equal(a.rotations, b.rotations)
+    assert np.array_equal(a.times, b.times) and a.kind == b.kind
+    assert np.array_equal(b.positions[:, 0], [p.transforms[1].translation.x for p in mt.points])
+
+
+def test_truncated_trajectories_are_refused():
+    """Every cut before the end of the data is refused (ValueError), never read past; a cut in the
+    slack the middleware leaves after it reads the whole message.  The ends, by the XCDR1 layout
+    (offsets from the buffer start, the 4-byte encapsulation header first, alignment relative to
+    the payload): JointTrajectory: header 4 + stamp 8 + frame_id '' 5 -> 20; names: count 24, 'a'
+    30 -> 32, 'b' 38 -> 40; points count 44; each point: positions count, pad to 8, 2 doubles,
+    velocities the same, two empty counts, the duration: 44 -> 108 -> 172.  MultiDOF: 20; names count
+    24, 't' 30 -> 32; points count 36; each point: transforms count, pad, 7 doubles, velocities count,
+    pad, 6 doubles, an empty count, the duration: 36 -> 168 -> 296."""
+    jt = JointTrajectory(joint_names=["a", "b"], points=[JointTrajectoryPoint(
+        positions=[1.0, 2.0], velocities=[3.0, 4.0], time_from_start=Duration(sec=1))] * 2)
+    mt = MultiDOFJointTrajectory(joint_names=["t"], points=[MultiDOFJointTrajectoryPoint(
+        transforms=[Transform()], velocities=[Twist()], time_from_start=Duration(sec=1))] * 2)
+    for msg, read, end in ((jt, read_joint_trajectory, 172), (mt, read_multidof_trajectory, 296)):
+        raw = serialize_message(msg)
+        assert len(raw) >= end
+        for cut in range(4, len(raw) + 1):
+            if cut < end:
+                with pytest.raises(ValueError):
+                    read(raw[:cut])
+            else:
+                d = read(raw[:cut])
+                assert len(d.times) == 2 and d.joint_names == list(msg.joint_names) and d.times[1] == 1.0
+        raw = bytearray(raw)
+        raw[1] = 0
+        assert read(bytes(raw)) is None               # big-endian: left to rclpy

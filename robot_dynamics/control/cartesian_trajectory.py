@@ -61,6 +61,40 @@ def _jr_dot(phi, dphi):
     return (_jr(phi + h * dphi) - _jr(phi - h * dphi)) @ dphi / (2.0 * h)
 
 
+def _jr_dot_batch(phi, dphi):
+    """_jr_dot for N points at once: phi, dphi (N, 3) -> (N, 3) (the same central difference)."""
+    out = np.zeros_like(phi)
+    n = np.linalg.norm(dphi, axis=1)
+    for k in np.flatnonzero(n > 0.0):
+        h = _EPS_JR / n[k]
+        out[k] = (_jr(phi[k] + h * dphi[k]) - _jr(phi[k] - h * dphi[k])) @ dphi[k] / (2.0 * h)
+    return out
+
+
+def _unwrap(phi):
+    """phi (N, 3) rotation vectors (each of norm <= pi, as log3 gives them), in place: each replaced by
+    _nearest_equivalent of itself to the previous one (already replaced), as floats (no small arrays)."""
+    tau = 2.0 * math.pi
+    rows = phi.tolist()
+    px, py, pz = rows[0]
+    for k in range(1, len(rows)):
+        x, y, z = rows[k]
+        th = math.sqrt(x * x + y * y + z * z)
+        if th < 1e-12:
+            r = math.sqrt(px * px + py * py + pz * pz)
+            cands = [(x, y, z)]
+            if r > math.pi:
+                s = tau / max(r, 1e-300)
+                cands += [(s * px, s * py, s * pz), (-s * px, -s * py, -s * pz)]
+        else:
+            s = tau / th
+            cands = [(x - s * x, y - s * y, z - s * z), (x, y, z), (x + s * x, y + s * y, z + s * z)]
+        best = min(cands, key=lambda c: (c[0] - px) ** 2 + (c[1] - py) ** 2 + (c[2] - pz) ** 2)
+        px, py, pz = best
+        rows[k] = best
+    phi[:] = rows
+
+
 def _nearest_equivalent(phi, ref):
     """The rotation vector equivalent to phi (same rotation) nearest ref."""
     th = float(np.linalg.norm(phi))
@@ -85,6 +119,20 @@ def quat_to_matrix(q):
                      [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
 
 
+def quats_to_matrices(Q):
+    """quat_to_matrix for (N, 4) quaternions at once -> (N, 3, 3); the same ValueError for the first
+    zero or non-finite one."""
+    Q = np.asarray(Q, dtype=float).reshape(-1, 4)
+    n = np.linalg.norm(Q, axis=1)
+    bad = ~np.isfinite(n) | (n < 1e-9)
+    if bad.any():
+        quat_to_matrix(Q[int(np.flatnonzero(bad)[0])])             # raises, naming it
+    x, y, z, w = (Q / n[:, None]).T
+    return np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w),
+                     2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w),
+                     2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], axis=1).reshape(-1, 3, 3)
+
+
 class CartesianTrajectory:
     """A trajectory of one frame's pose: see the module doc.  ValueError on any bad input."""
 
@@ -98,34 +146,38 @@ class CartesianTrajectory:
             raise ValueError(f"rotations: expected shape ({N}, 3, 3), got {Rs.shape}")
         if not (np.all(np.isfinite(P)) and np.all(np.isfinite(Rs))):
             raise ValueError("positions / rotations: values must be finite")
-        for k, R in enumerate(Rs):
-            if np.abs(R.T @ R - np.eye(3)).max() > 1e-6 or np.linalg.det(R) < 0:
-                raise ValueError(f"rotations: point {k} is not a rotation matrix")
+        # (per point work batched: a 1000-point trajectory is converted on the node's executor while
+        # its control thread needs the interpreter every millisecond)
+        bad = (np.abs(np.matmul(np.swapaxes(Rs, 1, 2), Rs) - np.eye(3)).max(axis=(1, 2)) > 1e-6) \
+            | (np.linalg.det(Rs) < 0) if N > 0 else np.zeros(0, dtype=bool)
+        if bad.any():
+            raise ValueError(f"rotations: point {int(np.flatnonzero(bad)[0])} is not a rotation matrix")
         Tw = None if twists is None else self._six(twists, N, "twists")
         Ac = None if accels is None else self._six(accels, N, "accels")
         if Ac is not None and Tw is None:
             raise ValueError("accels given without twists")
         self.R_ref = Rs[0].copy()
-        phi = np.zeros((N, 3))
-        for k in range(N):
-            f = pin.log3(self.R_ref.T @ Rs[k])
-            phi[k] = f if k == 0 else _nearest_equivalent(f, phi[k - 1])
-            if np.linalg.norm(phi[k]) > 1.9 * math.pi:
-                raise ValueError(f"rotations: point {k} is {np.linalg.norm(phi[k]):.2f} rad from the first "
-                                 "along the path; at most 1.9 pi (split the trajectory)")
+        rel = np.matmul(self.R_ref.T, Rs)
+        phi = np.array([pin.log3(r) for r in rel]).reshape(N, 3)
+        _unwrap(phi)
+        norms = np.linalg.norm(phi, axis=1)
+        if np.any(norms > 1.9 * math.pi):
+            k = int(np.flatnonzero(norms > 1.9 * math.pi)[0])
+            raise ValueError(f"rotations: point {k} is {norms[k]:.2f} rad from the first "
+                             "along the path; at most 1.9 pi (split the trajectory)")
         X = np.hstack([P, phi])
         V = A = None
+        RT = np.swapaxes(Rs, 1, 2)
         if Tw is not None:
+            Jr = np.array([_jr(f) for f in phi]).reshape(N, 3, 3)
             V = np.zeros((N, 6))
             V[:, :3] = Tw[:, :3]
-            for k in range(N):
-                V[k, 3:] = np.linalg.solve(_jr(phi[k]), Rs[k].T @ Tw[k, 3:])
+            V[:, 3:] = np.linalg.solve(Jr, (RT @ Tw[:, 3:, None]))[..., 0]
         if Ac is not None:
             A = np.zeros((N, 6))
             A[:, :3] = Ac[:, :3]
-            for k in range(N):
-                rhs = Rs[k].T @ Ac[k, 3:] - _jr_dot(phi[k], V[k, 3:])
-                A[k, 3:] = np.linalg.solve(_jr(phi[k]), rhs)
+            rhs = (RT @ Ac[:, 3:, None])[..., 0] - _jr_dot_batch(phi, V[:, 3:])
+            A[:, 3:] = np.linalg.solve(Jr, rhs[..., None])[..., 0]
         self._jt = JointTrajectory(times, X, V, A)    # checks the times
         self.times = self._jt.times
         self.positions, self.rotations = P, Rs
@@ -139,7 +191,7 @@ class CartesianTrajectory:
         Q = np.array(quaternions, dtype=float)
         if Q.ndim != 2 or Q.shape[1] != 4:
             raise ValueError(f"quaternions: expected shape (N, 4), got {Q.shape}")
-        return cls(times, positions, [quat_to_matrix(q) for q in Q], twists, accels)
+        return cls(times, positions, quats_to_matrices(Q), twists, accels)
 
     @staticmethod
     def _six(x, N, what):

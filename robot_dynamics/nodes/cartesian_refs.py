@@ -20,29 +20,38 @@ def _six(m):
     return [m.linear.x, m.linear.y, m.linear.z, m.angular.x, m.angular.y, m.angular.z]
 
 
+def _points(msg):
+    """(times (N,), transforms, velocities, accelerations: per point a (k, 7) / (k, 6) array) of a
+    MultiDOFJointTrajectory, or of a TrajectoryData read from its bytes (nodes/cdr_trajectory.py)."""
+    if hasattr(msg, "times"):
+        return msg.times, msg.transforms, msg.velocities, msg.accelerations
+    pts = msg.points
+    times = np.array([duration_to_sec(pt.time_from_start) for pt in pts], dtype=float)
+    tfs = [np.array([[t.translation.x, t.translation.y, t.translation.z,
+                      t.rotation.x, t.rotation.y, t.rotation.z, t.rotation.w] for t in pt.transforms],
+                    dtype=float).reshape(-1, 7) for pt in pts]
+    vel = [np.array([_six(m) for m in pt.velocities], dtype=float).reshape(-1, 6) for pt in pts]
+    acc = [np.array([_six(m) for m in pt.accelerations], dtype=float).reshape(-1, 6) for pt in pts]
+    return times, tfs, vel, acc
+
+
 def cartesian_trajectory_from_msg(msg, index=0):
-    """`index`: which of each point's transforms (and velocities, accelerations) is the frame's (its
-    position in msg.joint_names)."""
-    if not msg.points:
+    """`msg`: a MultiDOFJointTrajectory or its TrajectoryData.  `index`: which of each point's
+    transforms (and velocities, accelerations) is the frame's (its position in msg.joint_names)."""
+    times, tfs, vel, acc = _points(msg)
+    N = len(times)
+    if not N:
         raise ValueError("cartesian_trajectory has no points")
-    times, P, Q, V, A = [], [], [], [], []
-    for k, pt in enumerate(msg.points):
-        if len(pt.transforms) <= index:
-            raise ValueError(f"cartesian_trajectory point {k}: no transform" if not pt.transforms else
-                             f"cartesian_trajectory point {k}: {len(pt.transforms)} transform(s), the "
+    for k, tf in enumerate(tfs):
+        if len(tf) <= index:
+            raise ValueError(f"cartesian_trajectory point {k}: no transform" if not len(tf) else
+                             f"cartesian_trajectory point {k}: {len(tf)} transform(s), the "
                              f"frame's is number {index + 1}")
-        tf = pt.transforms[index]
-        times.append(duration_to_sec(pt.time_from_start))
-        P.append([tf.translation.x, tf.translation.y, tf.translation.z])
-        Q.append([tf.rotation.x, tf.rotation.y, tf.rotation.z, tf.rotation.w])
-        if len(pt.velocities) > index:
-            V.append(_six(pt.velocities[index]))
-        if len(pt.accelerations) > index:
-            A.append(_six(pt.accelerations[index]))
-    N = len(msg.points)
-    V = V if len(V) == N else None
-    A = A if (V is not None and len(A) == N) else None
-    return CartesianTrajectory.from_quaternions(times, P, Q, V, A)
+    T = np.array([tf[index] for tf in tfs]).reshape(N, 7)
+    V = np.array([v[index] for v in vel]).reshape(N, 6) if all(len(v) > index for v in vel) else None
+    A = (np.array([a[index] for a in acc]).reshape(N, 6)
+         if V is not None and all(len(a) > index for a in acc) else None)
+    return CartesianTrajectory.from_quaternions(times, T[:, :3], T[:, 3:], V, A)
 
 
 def twist_from_msg(msg):

@@ -377,38 +377,44 @@ def pose_to_rp(pose):
     return quat_to_matrix(o.x, o.y, o.z, o.w), p
 
 
+def _trajectory_points(msg):
+    """(times (N,), positions, velocities, accelerations: a sequence per point) of a
+    trajectory_msgs/JointTrajectory, or of a TrajectoryData read from its bytes (nodes/cdr_trajectory.py)."""
+    if hasattr(msg, "times"):
+        return msg.times, msg.positions, msg.velocities, msg.accelerations
+    pts = msg.points
+    return (np.array([duration_to_sec(pt.time_from_start) for pt in pts], dtype=float),
+            [pt.positions for pt in pts], [pt.velocities for pt in pts], [pt.accelerations for pt in pts])
+
+
 def trajectory_arrays(names, msg):
-    """trajectory_msgs/JointTrajectory -> (times (N,), positions (N, n), velocities|None,
-    accelerations|None) with columns in `names` order.  ValueError naming the problem."""
-    if not msg.points:
+    """trajectory_msgs/JointTrajectory (or its TrajectoryData) -> (times (N,), positions (N, n),
+    velocities|None, accelerations|None) with columns in `names` order.  ValueError naming the problem."""
+    times, pos, vel, acc = _trajectory_points(msg)
+    if not len(times):
         raise ValueError("trajectory has no points")
     msg_names = list(msg.joint_names)
     if len(set(msg_names)) != len(msg_names):
         raise ValueError("trajectory: duplicate joint names")
-    pos = {n: i for i, n in enumerate(msg_names)}
-    missing = [n for n in names if n not in pos]
+    where = {n: i for i, n in enumerate(msg_names)}
+    missing = [n for n in names if n not in where]
     if missing:
         raise ValueError(f"trajectory: joint(s) {missing} missing")
-    idx = np.array([pos[n] for n in names], dtype=np.intp)
-    m, N = len(msg_names), len(msg.points)
-    times = np.array([duration_to_sec(pt.time_from_start) for pt in msg.points])
-    P = np.empty((N, len(names)))
-    has_v = all(len(pt.velocities) == m for pt in msg.points)
-    has_a = all(len(pt.accelerations) == m for pt in msg.points)
-    V = np.empty_like(P) if has_v else None
-    A = np.empty_like(P) if has_a else None
-    for k, pt in enumerate(msg.points):
-        if len(pt.positions) != m:
-            raise ValueError(f"trajectory point {k}: {len(pt.positions)} positions for {m} joints")
-        for arr, field_name, want in ((V, "velocities", has_v), (A, "accelerations", has_a)):
-            got = len(getattr(pt, field_name))
+    idx = np.array([where[n] for n in names], dtype=np.intp)
+    m, N = len(msg_names), len(times)
+    has_v = all(len(x) == m for x in vel)
+    has_a = all(len(x) == m for x in acc)
+    for k in range(N):
+        if len(pos[k]) != m:
+            raise ValueError(f"trajectory point {k}: {len(pos[k])} positions for {m} joints")
+        for seq, field_name, want in ((vel, "velocities", has_v), (acc, "accelerations", has_a)):
+            got = len(seq[k])
             if not want and got not in (0, m):
                 raise ValueError(f"trajectory point {k}: {got} {field_name} for {m} joints")
-        P[k] = np.asarray(pt.positions, dtype=float)[idx]
-        if has_v:
-            V[k] = np.asarray(pt.velocities, dtype=float)[idx]
-        if has_a:
-            A[k] = np.asarray(pt.accelerations, dtype=float)[idx]
+    # every point has m values now: one (N, m) array per field, columns picked by name
+    P = np.array(pos, dtype=float).reshape(N, m)[:, idx]
+    V = np.array(vel, dtype=float).reshape(N, m)[:, idx] if has_v else None
+    A = np.array(acc, dtype=float).reshape(N, m)[:, idx] if has_a else None
     for arr, what in ((times, "time_from_start"), (P, "positions"), (V, "velocities"), (A, "accelerations")):
         if arr is not None and not np.all(np.isfinite(arr)):
             raise ValueError(f"trajectory: {what} must be finite")

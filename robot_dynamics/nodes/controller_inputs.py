@@ -2,13 +2,20 @@
 the F/T wrench, and the references (~/joint_trajectory, ~/target_joint_state, ~/target_pose,
 ~/target_twist, ~/cartesian_trajectory, ~/target_wrench), each converted from its message on the
 executor thread, before the node's lock is taken, then handed to the ControlLoop under it (a
-conversion error is counted as rejected.<topic> with its reason).  A mixin of TorqueControllerNode."""
+conversion error is counted as rejected.<topic> with its reason).  The two trajectories are taken as
+bytes and read by nodes/cdr_trajectory.py (rclpy's message objects for 1000 points cost 20-60 ms of
+the interpreter the control thread shares; another encapsulation, or bytes that reader refuses, go
+through rclpy's deserialization).  A mixin of TorqueControllerNode."""
 import time
 
 import numpy as np
+from rclpy.serialization import deserialize_message
+from trajectory_msgs.msg import JointTrajectory as JointTrajectoryMsg
+from trajectory_msgs.msg import MultiDOFJointTrajectory
 
 from ..control import CartesianReference, JointReference, JointTrajectory
 from .cartesian_refs import cartesian_trajectory_from_msg, twist_from_msg
+from .cdr_trajectory import read_joint_trajectory, read_multidof_trajectory
 from .common import map_joint_values, pose_to_rp, trajectory_arrays, wrench_to_array
 
 TARGET_TWIST_MAX_AGE = 0.1       # s: a ~/target_twist older than this is not paired with a ~/target_pose
@@ -47,14 +54,38 @@ class ReferenceInputs:
             else:
                 c.loop.set_reference(ref, what, time.monotonic())
 
+    def _read_trajectory(self, raw, read, msg_type):
+        """Serialized bytes -> TrajectoryData (cdr_trajectory), or the rclpy message when that reader
+        does not take them (another encapsulation; a ValueError, counted as
+        cdr_reference_fallbacks: rclpy decides).  ValueError when rclpy cannot read them either."""
+        try:
+            d = read(raw)
+        except ValueError:
+            d = None
+            self.cdr_reference_fallbacks += 1
+        if d is not None:
+            return d
+        try:
+            return deserialize_message(raw, msg_type)
+        except Exception as e:                      # noqa: BLE001 (whatever rclpy raises on bad bytes)
+            raise ValueError(f"unreadable message ({e})") from None
+
+    @staticmethod
+    def _header(msg):
+        """(stamp sec, nanosec, frame_id) of a message or of a TrajectoryData."""
+        if hasattr(msg, "times"):
+            return msg.sec, msg.nanosec, msg.frame_id
+        h = msg.header
+        return h.stamp.sec, h.stamp.nanosec, h.frame_id
+
     def _trajectory_stamp(self, msg, last_time, what):
         """header.stamp as ros2_controllers' JointTrajectoryController reads it, on this node's clock
         (sim time with use_sim_time): zero = start now (None); else the start time of the points,
         ValueError when the whole trajectory is already in the past."""
-        st = msg.header.stamp
-        if not (st.sec or st.nanosec):
+        sec, nsec, _ = self._header(msg)
+        if not (sec or nsec):
             return None
-        stamp = st.sec + 1e-9 * st.nanosec
+        stamp = sec + 1e-9 * nsec
         now = self._clock_handle.get_now().nanoseconds * 1e-9
         if stamp + last_time < now:
             raise ValueError(f"{what}: it ends in the past (header.stamp {stamp:.3f} s + last "
@@ -62,10 +93,11 @@ class ReferenceInputs:
                              "stamp it 0 to start on receipt")
         return stamp
 
-    def _on_trajectory(self, msg):
+    def _on_trajectory(self, raw):
         def convert(c):
             if c.cartesian:
                 raise ValueError(f"{c.law_name} takes no joint trajectory")
+            msg = self._read_trajectory(raw, read_joint_trajectory, JointTrajectoryMsg)
             times, P, V, A = trajectory_arrays(list(c.model.joint_names), msg)
             tr = JointTrajectory(times, P, V, A, lower=c.model.lower_limits, upper=c.model.upper_limits)
             tr.stamp = self._trajectory_stamp(msg, float(times[-1]), "joint_trajectory")
@@ -118,11 +150,12 @@ class ReferenceInputs:
             return
         self._target_twist = (time.monotonic(), tw)
 
-    def _on_cartesian_trajectory(self, msg):
+    def _on_cartesian_trajectory(self, raw):
         def convert(c):
             if not c.cartesian:
                 raise ValueError(f"{c.law_name} takes no Cartesian trajectory")
-            self._check_base_frame(c, msg.header.frame_id, "cartesian_trajectory")
+            msg = self._read_trajectory(raw, read_multidof_trajectory, MultiDOFJointTrajectory)
+            self._check_base_frame(c, self._header(msg)[2], "cartesian_trajectory")
             frame = c.law.frame
             names = list(msg.joint_names)
             if names and frame not in names:

@@ -155,6 +155,7 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
         self._rt_thread = None                 # rt_scope thread: the settings the control thread applies
         self._gc_ctl = realtime.GcControl(realtime.Settings())   # a no-op until apply_realtime()
         self._warm = False                     # reference type supports loaded (warm_type_supports)
+        self.cdr_reference_fallbacks = 0       # trajectory bytes cdr_trajectory refused (rclpy read them)
         if self.get_parameter("autostart").value:
             self._autostart_timer = self.create_timer(0.05, self._guard(self._autostart, "autostart"),
                                                       clock=self._steady)
@@ -416,14 +417,15 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
         if c.cartesian or self._p("sensor_frame"):  # cartesian_impedance; payload_id from the F/T sensor
             c.subs.append(self.create_subscription(WrenchStamped, self._p("wrench_topic"),
                                                    self._guard(self._on_wrench, "wrench"), QOS_SENSOR))
-        for msg_type, topic, cb in (
-                (JointTrajectoryMsg, "~/joint_trajectory", self._on_trajectory),
-                (JointState, "~/target_joint_state", self._on_target_joint_state),
-                (PoseStamped, "~/target_pose", self._on_target_pose),
-                (WrenchStamped, "~/target_wrench", self._on_target_wrench),
-                (MultiDOFJointTrajectory, "~/cartesian_trajectory", self._on_cartesian_trajectory),
-                (TwistStamped, "~/target_twist", self._on_target_twist)):
-            c.subs.append(self.create_subscription(msg_type, topic, self._guard(cb, topic[2:]), QOS_REFERENCE))
+        for msg_type, topic, cb, raw in (         # raw: the trajectories, read from their bytes
+                (JointTrajectoryMsg, "~/joint_trajectory", self._on_trajectory, True),
+                (JointState, "~/target_joint_state", self._on_target_joint_state, False),
+                (PoseStamped, "~/target_pose", self._on_target_pose, False),
+                (WrenchStamped, "~/target_wrench", self._on_target_wrench, False),
+                (MultiDOFJointTrajectory, "~/cartesian_trajectory", self._on_cartesian_trajectory, True),
+                (TwistStamped, "~/target_twist", self._on_target_twist, False)):
+            c.subs.append(self.create_subscription(msg_type, topic, self._guard(cb, topic[2:]), QOS_REFERENCE,
+                                                   raw=raw))
         self._target_twist = None                  # (receipt time, twist [v; w]) from ~/target_twist
         if not self._warm:
             warm_type_supports()

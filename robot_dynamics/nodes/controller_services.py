@@ -162,6 +162,7 @@ class ControllerServices:
                 kv += [(f"model_warning.{i}", w) for i, w in enumerate(c.model.warnings)]
                 kv += [(f"control_path.{k}", str(v)) for k, v in c.path.stats().items()]
                 kv.append(("control_path.cdr_fallbacks", str(c.cdr_fallbacks)))
+                kv.append(("cdr_reference_fallbacks", str(self.cdr_reference_fallbacks)))
                 lvl, msg, loop_kv = c.loop.diagnostics()
                 level = DIAG_LEVELS[lvl]
                 kv += loop_kv
