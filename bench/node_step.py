@@ -19,6 +19,7 @@ after a change.
 import argparse
 import math
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -86,6 +87,11 @@ def run_law(rclpy, law, state_sub, args):
             if not wait_until(lambda: node.c.state_pub.get_subscription_count() > 0, ex, 10.0):
                 res["status"] = "~/state subscriber not matched"
                 return res
+        # this thread stands in for the node's control thread: that one is stopped (else each
+        # wake_at from here would wake it, and the two would trade the interpreter every cycle)
+        path = node.c.path
+        path.stop()
+        path._thread = threading.current_thread()
         handler = node._on_joint_state
 
         def cb(raw):

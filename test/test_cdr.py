@@ -19,7 +19,7 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension  # noqa: E402
 
 from robot_dynamics.nodes.cdr import (ClockWriter, Float64ArrayCdr, JointStateCdr, JointStateWriter,  # noqa: E402
-                                      WrenchStampedWriter, read_float64_array)
+                                      WrenchStampedWriter, read_float64_array, read_wrench_stamped)
 from robot_dynamics.nodes.common import JointStateMapper  # noqa: E402
 
 names = st.lists(st.text(min_size=0, max_size=14), max_size=9)
@@ -318,3 +318,22 @@ def test_truncated_trajectories_are_refused():
         raw = bytearray(raw)
         raw[1] = 0
         assert read(bytes(raw)) is None               # big-endian: left to rclpy
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=20),
+       st.lists(doubles, min_size=6, max_size=6))
+def test_wrench_stamped_reads_back_exactly(frame, w):
+    m = WrenchStamped()
+    m.header.frame_id = frame
+    (m.wrench.force.x, m.wrench.force.y, m.wrench.force.z,
+     m.wrench.torque.x, m.wrench.torque.y, m.wrench.torque.z) = w
+    raw = serialize_message(m)
+    got_frame, got = read_wrench_stamped(raw)
+    assert got_frame == frame and same(got, w)
+    for cut in range(4, 12 + len(frame.encode()) + 1 + 48 - 1):   # every cut before the last torque
+        with pytest.raises(ValueError):
+            read_wrench_stamped(raw[:cut])
+    raw = bytearray(raw)
+    raw[1] = 0
+    assert read_wrench_stamped(bytes(raw)) is None

@@ -117,4 +117,20 @@ class WrenchProcessor:
             if d > 0.0:
                 nrm = float(np.linalg.norm(w[sl]))
                 w[sl] = 0.0 if nrm <= d else w[sl] * (1.0 - d / nrm)
-        return self.force_transform(q) @ w
+        return self._to_target(q, w)
+
+    def _to_target(self, q, w):
+        """force_transform(q) @ w without forming X: f' = R f, n' = R n + p x f' (one step of the
+        Cartesian law's, every cycle)."""
+        Rs, ps = self.dyn.frame_placement(q, self.sensor_frame)
+        Rs, ps = np.array(Rs), np.array(ps)          # (the backend's buffers: copied before the next call)
+        Rt, pt = self.dyn.frame_placement(q, self.target_frame)
+        if self.expressed_in == "local":
+            R, p = Rt.T @ Rs, Rt.T @ (ps - pt)
+        else:
+            R, p = Rs, ps - pt
+        out = np.empty(6)
+        f = R @ w[:3]
+        out[:3] = f
+        out[3:] = R @ w[3:] + _cross(p, f)
+        return out

@@ -1,5 +1,5 @@
-"""The torque controller node's inputs other than the joint states (those go to its control thread):
-the F/T wrench, and the references (~/joint_trajectory, ~/target_joint_state, ~/target_pose,
+"""The torque controller node's inputs other than the joint states and the F/T wrench (those go to its
+control thread): the references (~/joint_trajectory, ~/target_joint_state, ~/target_pose,
 ~/target_twist, ~/cartesian_trajectory, ~/target_wrench), each converted from its message on the
 executor thread, before the node's lock is taken, then handed to the ControlLoop under it (a
 conversion error is counted as rejected.<topic> with its reason).  The two trajectories are taken as
@@ -22,16 +22,7 @@ TARGET_TWIST_MAX_AGE = 0.1       # s: a ~/target_twist older than this is not pa
 
 
 class ReferenceInputs:
-    """The subscription callbacks of the wrench and the references (see the module docstring)."""
-
-    def _on_wrench(self, msg):
-        c = self.c
-        if c is None or not c.cartesian:
-            return
-        w = wrench_to_array(msg.wrench)
-        with self._lock:
-            if c is self.c:
-                c.loop.set_wrench(w, msg.header.frame_id, time.monotonic())
+    """The subscription callbacks of the references (see the module docstring)."""
 
     def _reference(self, what, convert):
         """convert() -> a reference for the loop, or ValueError (counted as rejected.<what>).  The

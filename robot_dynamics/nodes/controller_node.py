@@ -64,8 +64,9 @@ from trajectory_msgs.msg import JointTrajectoryPoint, MultiDOFJointTrajectory, M
 from ..control import ControlLoop
 from .. import realtime
 from ..dynamics import Model, self_check
-from .cdr import JointStateCdr
-from .common import JointStateMapper, check_value, declare_all, make_executor, make_qos, param_value
+from .cdr import JointStateCdr, read_wrench_stamped
+from .common import (JointStateMapper, check_value, declare_all, make_executor, make_qos, param_value,
+                     wrench_to_array)
 from .control_path import ControlPath, TakeSubscription
 from .controller_inputs import ReferenceInputs
 from .controller_outputs import Outputs
@@ -411,12 +412,16 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
                 ts._clock_sub = None
             c.clock_sub = TakeSubscription(self, ClockMsg, "/clock", QOS_SENSOR, raw=True)
             extra.append((c.clock_sub, self._on_clock))
+        # the F/T sensor (cartesian_impedance; payload_id from the sensor): taken on the control thread
+        # too, the newest at each wake-up (a 1 kHz stream through the executor cost as much as the
+        # joint states did before the control path)
+        c.wrench_sub = None
+        if c.cartesian or self._p("sensor_frame"):
+            c.wrench_sub = TakeSubscription(self, WrenchStamped, self._p("wrench_topic"), QOS_SENSOR, raw=True)
+            extra.append((c.wrench_sub, self._on_wrench_raw))
         c.path = ControlPath(self, c.js_sub, self._on_joint_state, self._on_wakeup, self._on_path_error,
                              name="control", extra=extra)
         c.subs = []
-        if c.cartesian or self._p("sensor_frame"):  # cartesian_impedance; payload_id from the F/T sensor
-            c.subs.append(self.create_subscription(WrenchStamped, self._p("wrench_topic"),
-                                                   self._guard(self._on_wrench, "wrench"), QOS_SENSOR))
         for msg_type, topic, cb, raw in (         # raw: the trajectories, read from their bytes
                 (JointTrajectoryMsg, "~/joint_trajectory", self._on_trajectory, True),
                 (JointState, "~/target_joint_state", self._on_target_joint_state, False),
@@ -451,6 +456,20 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
         ts._last_time_set = t
         for clock in ts._associated_clocks:
             clock.set_ros_time_override(t)
+
+    def _on_wrench_raw(self, raw, now):
+        """The F/T sensor's newest WrenchStamped (serialized), on the control thread, before the step
+        of the same wake-up; another encapsulation goes through rclpy."""
+        c = self.c
+        if c is None:
+            return
+        r = read_wrench_stamped(raw)
+        if r is None:
+            msg = deserialize_message(raw, WrenchStamped)
+            r = msg.header.frame_id, wrench_to_array(msg.wrench)
+        with self._lock:
+            if c is self.c:
+                c.loop.set_wrench(np.array(r[1]), r[0], now)
 
     def _give_clock_back(self):
         """After cleanup, /clock goes back to rclpy's TimeSource (if use_sim_time is still true)."""

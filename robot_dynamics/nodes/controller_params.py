@@ -82,10 +82,10 @@ GENERAL_PARAMS = [
     *[_loop(n) for n in _LOOP if n.startswith("payload_id.")],
     ParamSpec("diagnostics_period", 1.0, "period of /diagnostics [s]", "positive", startup=True),
     ParamSpec("executor", "single", "rclpy executor of main() for everything but the per-message path "
-              "(parameters, services, references, wrench, lifecycle, diagnostics): SingleThreadedExecutor, "
+              "(parameters, services, references, lifecycle, diagnostics): SingleThreadedExecutor, "
               "rclpy.experimental.EventsExecutor or MultiThreadedExecutor (the --multi-threaded flag = "
-              "multi).  The joint states, the control step and the commands run on the node's control "
-              "thread whatever the executor (nodes/control_path.py)", "choices", EXECUTORS, startup=True),
+              "multi).  The joint states, the F/T wrench, the control step and the commands run on the "
+              "node's control thread whatever the executor (nodes/control_path.py)", "choices", EXECUTORS, startup=True),
     *[ParamSpec(*p, startup=True) for p in realtime.PARAMS],   # applied by main() once the node exists
 ]
 assert {s.name for s in GENERAL_PARAMS} >= set(_LOOP), "every loop parameter is a node parameter"
