@@ -138,7 +138,8 @@ def _trajectory(probe, q0, until_moving=False):
                           and np.max(np.abs(probe.q - q0)) > 0.02, 3.0 * TRAJ_T):
             return q_goal
     raise AssertionError(f"the arm did not move along the trajectory: v {probe.v}, the controller's "
-                         f"reference {probe.ctl_ref}, its diagnostics {probe.ctl_diag}")
+                         f"reference {probe.ctl_ref}, its diagnostics {probe.ctl_diag}, the bridge's "
+                         f"{probe.diag}")
 
 
 def test_joint_impedance_trajectory(ros, tmp_path):
