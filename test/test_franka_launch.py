@@ -12,8 +12,8 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("franky")
 
-from franka_harness import (BRIDGE_RT, FR3_JOINTS, BridgeProbe, FrankySim, js_arrays,  # noqa: E402
-                            wait_robot_time)
+from franka_harness import (BRIDGE_RT, CONTROLLER_RT, FR3_JOINTS, BridgeProbe, FrankySim,  # noqa: E402
+                            js_arrays, wait_robot_time)
 from robot_dynamics.nodes.processes import config_path  # noqa: E402
 from test_ros2_tools import READY_TIMEOUT, Launch, assert_clean_exit  # noqa: E402  (skips without ros2)
 
@@ -39,12 +39,27 @@ def bench_bridge_config(tmp_path):
     return path
 
 
+def bench_controller_config(tmp_path, law):
+    """config/fr3_<law>.yaml with the real-time settings the Franka harness gives the controller
+    (FIFO 40, below franky-sim and the bridge), as a user's own controller_config:= file: under normal
+    scheduling a CPU-bound neighbour on the 2 shared cores (the suite's loaded runs) left the
+    controller 0.3 core beside the two real-time processes, and its commands paused for over 1 s."""
+    import yaml
+    doc = yaml.safe_load(open(config_path(f"fr3_{law}.yaml")))
+    doc["/**"]["ros__parameters"].update({"rt_sched_policy": CONTROLLER_RT["policy"],
+                                          "rt_sched_priority": CONTROLLER_RT["priority"]})
+    path = tmp_path / f"fr3_{law}_bench.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
 @pytest.mark.parametrize("mode", ["topic", "in_process"])
 def test_franka_launch(ros, tmp_path, mode):
     with FrankySim(tmp_path) as sim:
         launch = Launch(["robot_dynamics", "franka.launch.py", f"robot_ip:={sim.address}", "realtime:=false",
                          "sim_clock:=true", "command_timeout:=1.0", "controller:=joint_impedance",
-                         f"mode:={mode}", f"bridge_config:={bench_bridge_config(tmp_path)}"],
+                         f"mode:={mode}", f"bridge_config:={bench_bridge_config(tmp_path)}",
+                         f"controller_config:={bench_controller_config(tmp_path, 'joint_impedance')}"],
                         tmp_path / "launch.log")
         probe = BridgeProbe(name="franka_launch_probe",
                             **({"controller_ns": "/franka_bridge"} if mode == "in_process" else {}))

@@ -133,6 +133,8 @@ def _trajectory(probe, q0, until_moving=False):
         probe.publish_trajectory(list(ts), points, confirm=True)
         return q_goal
     for _ in range(5):
+        if probe.diag.get("state") != "running":       # nothing would move it: say why at once
+            break
         probe.publish_trajectory(list(ts), points)
         if probe.wait_for(lambda: probe.v is not None and np.max(np.abs(probe.v)) > 0.05
                           and np.max(np.abs(probe.q - q0)) > 0.02, 3.0 * TRAJ_T):
@@ -192,13 +194,18 @@ def test_controller_killed_mid_motion_stops_the_arm(ros, tmp_path):
         assert res.success, res.message
         start_controller(procs, "computed_torque")
         assert probe.wait_for(lambda: probe.diag.get("state") == "running", 60.0), dump_logs(procs, sim)
-        # 2. tightened live, as a user may once the controller runs
+        # 2. tightened live, as a user may once the controller runs steadily: after a second of robot
+        # time (a fresh controller's first steps on a loaded host left 0.3 s gaps: tightened at once,
+        # the bridge stopped 0.2 s later, seen in a loaded fresh-clone run), and still running then
+        wait_robot_time(probe, 1.0)
         res = probe.set_bridge_param("command_timeout", 0.3)
         assert res.successful, res.reason
         bad = probe.set_bridge_param("command_timeout", -1.0)          # refused, with the reason
         assert not bad.successful and "> 0" in bad.reason
         assert not probe.set_bridge_param("ramp_time", 0.1).successful  # read at start-up
         ctl = procs.procs[-1]
+        wait_robot_time(probe, 0.5)
+        assert probe.diag.get("state") == "running", probe.diag
         q0, _ = probe.snapshot()
         _trajectory(probe, q0, until_moving=True)          # returns mid-motion (an event, not a time)
         t_kill = time.monotonic()
