@@ -397,12 +397,16 @@ class FrankaArm:
         """Start a torque motion from zero torque (asynchronous)."""
         m = self.franky.SimpleTorqueMotion(np.zeros(N), signal_timeout=self.signal_timeout,
                                            max_delta_tau=self.max_delta_tau)
-        m.register_callback(self._cb)
+        # the callback sets the torque on its own motion, never through self.motion: poll() or stop()
+        # on another thread may have dropped that reference while libfranka still runs the motion
+        # (seen in a loaded suite run: 'NoneType' object has no attribute 'set_torque' in every cycle,
+        # then franky's signal timeout ended the motion)
+        m.register_callback(lambda state, dt, rel, abs_time, signal, m=m: self._cb(m, state, dt, rel, abs_time, signal))
         self.motion = m
         self.last_t = None
         self.robot.move(m, asynchronous=True)
 
-    def _cb(self, state, dt, rel, abs_time, signal):
+    def _cb(self, motion, state, dt, rel, abs_time, signal):
         try:
             t = state.time.to_sec()
             if self.last_t is not None and t - self.last_t > 0.0015:
@@ -412,7 +416,7 @@ class FrankaArm:
             if self.on_cycle is not None:
                 tau = self.on_cycle(state, t)
                 if tau is not None:
-                    self.motion.set_torque(tau)
+                    motion.set_torque(tau)
         except Exception as e:          # never into libfranka's thread; reported by poll()
             if self.callback_error is None:
                 self.callback_error = f"{type(e).__name__}: {e}"
