@@ -23,8 +23,8 @@ from robot_dynamics.nodes.cdr import (ClockWriter, Float64ArrayCdr, JointStateCd
 from robot_dynamics.nodes.common import JointStateMapper  # noqa: E402
 
 names = st.lists(st.text(min_size=0, max_size=14), max_size=9)
-# what a writer is given: ROS strings (a C string cannot hold a NUL)
-ros_text = st.text(alphabet=st.characters(blacklist_characters="\x00"), max_size=14)
+# what a writer is given: ROS strings (UTF-8, so no lone surrogate; a C string cannot hold a NUL)
+ros_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=14)
 doubles = st.floats(allow_nan=True, allow_infinity=True, width=64)
 
 
