@@ -136,13 +136,8 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
                                              self._guard(self._publish_diagnostics, "diagnostics"),
                                              clock=self._steady)
         self._diag_last = time.monotonic()
-        self.create_service(Trigger, "~/tare", self._on_tare)
-        self.create_service(Trigger, "~/hold", self._on_hold)
-        self.create_service(Trigger, "~/identify_payload", self._payload_service("identify"))
-        self.create_service(Trigger, "~/identify_payload_status", self._payload_service("status"))
-        self.create_service(Trigger, "~/cancel_payload_identification", self._payload_service("cancel"))
-        self.create_service(Trigger, "~/attach_payload", self._payload_service("attach"))
-        self.create_service(Trigger, "~/detach_payload", self._payload_service("detach"))
+        for srv_name, handler in self._trigger_services():
+            self.create_service(Trigger, srv_name, handler)
         self._payload_pub = self.create_publisher(InertiaStamped, "~/payload_estimate", QOS_LATCHED)
         self._payload_published = None             # the PayloadRun whose estimate was published
         self._clock_handle = self.get_clock().handle   # one ROS clock read per step (sim time included)

@@ -20,50 +20,56 @@ class ControllerServices:
     """Services, parameters and diagnostics of the controller node (see the module docstring)."""
 
     # ---------------------------------------------------------------- services
-    def _on_hold(self, req, resp):
-        try:
-            with self._lock:
-                c = self.c
-                if c is None or not self.active:
-                    resp.success, resp.message = False, "not active with a valid joint state"
-                    return resp
-                resp.success, resp.message = c.loop.hold()
-        except Exception as e:                         # noqa: BLE001
-            self.counts["errors.hold"] += 1
-            resp.success, resp.message = False, f"{type(e).__name__}: {e}"
-        return resp
-
-    def _payload_service(self, what):
-        """The Trigger handler of one payload identification service (identify returns at once: the
-        run advances with the control steps)."""
+    def _trigger(self, name, action):
+        """A std_srvs/Trigger handler: `action(c)` (c: the configured state or None) runs under the
+        node's lock and returns (success, message); an exception is answered and counted as
+        errors.<name>, never raised into the executor."""
         def handler(req, resp):
             try:
                 with self._lock:
-                    c = self.c
-                    if c is None:
-                        resp.success, resp.message = False, "not configured"
-                        return resp
-                    loop = c.loop
-                    if what == "identify":
-                        if not self.active:
-                            resp.success, resp.message = False, "refused: the controller is not active"
-                        else:
-                            resp.success, resp.message = loop.start_payload_id(time.monotonic())
-                    elif what == "status":
-                        resp.success, resp.message = loop.payload_status()
-                    elif what == "cancel":
-                        resp.success, resp.message = loop.cancel_payload_id()
-                    elif what == "attach":
-                        resp.success, resp.message = loop.attach_payload_estimate()
-                    else:
-                        resp.success, resp.message = loop.detach_payload_estimate()
-                if what in ("attach", "detach") and resp.success:
-                    self._log.info(f"payload: {resp.message}")
+                    resp.success, resp.message = action(self.c)
             except Exception as e:                     # noqa: BLE001
-                self.counts[f"errors.payload_{what}"] += 1
+                self.counts[f"errors.{name}"] += 1
                 resp.success, resp.message = False, f"{type(e).__name__}: {e}"
             return resp
         return handler
+
+    def _trigger_services(self):
+        """(service name, Trigger handler) of ~/hold, ~/tare and the payload identification services
+        (identify returns at once: the run advances with the control steps)."""
+        def hold(c):
+            if c is None or not self.active:
+                return False, "not active with a valid joint state"
+            return c.loop.hold()
+
+        def tare(c):
+            if c is None:
+                return False, "no wrench processing (configure with cartesian_impedance)"
+            return c.loop.tare()
+
+        def payload(what):
+            def action(c):
+                if c is None:
+                    return False, "not configured"
+                loop = c.loop
+                if what == "identify":
+                    if not self.active:
+                        return False, "refused: the controller is not active"
+                    return loop.start_payload_id(time.monotonic())
+                if what == "status":
+                    return loop.payload_status()
+                if what == "cancel":
+                    return loop.cancel_payload_id()
+                ok, message = loop.attach_payload_estimate() if what == "attach" else loop.detach_payload_estimate()
+                if ok:
+                    self._log.info(f"payload: {message}")
+                return ok, message
+            return self._trigger(f"payload_{what}", action)
+
+        return [("~/tare", self._trigger("tare", tare)), ("~/hold", self._trigger("hold", hold)),
+                ("~/identify_payload", payload("identify")), ("~/identify_payload_status", payload("status")),
+                ("~/cancel_payload_identification", payload("cancel")), ("~/attach_payload", payload("attach")),
+                ("~/detach_payload", payload("detach"))]
 
     def _publish_payload(self, run):
         """~/payload_estimate (latched) of a successful run."""
@@ -80,19 +86,6 @@ class ControllerServices:
             i.ixx, i.ixy, i.ixz, i.iyy, i.iyz, i.izz = (float(I[0, 0]), float(I[0, 1]), float(I[0, 2]),
                                                         float(I[1, 1]), float(I[1, 2]), float(I[2, 2]))
         self._payload_pub.publish(msg)
-
-    def _on_tare(self, req, resp):
-        try:
-            with self._lock:
-                c = self.c
-                if c is None:
-                    resp.success, resp.message = False, "no wrench processing (configure with cartesian_impedance)"
-                else:
-                    resp.success, resp.message = c.loop.tare()
-        except Exception as e:                         # noqa: BLE001
-            self.counts["errors.tare"] += 1
-            resp.success, resp.message = False, f"{type(e).__name__}: {e}"
-        return resp
 
     # ---------------------------------------------------------------- parameters
     def _on_set_parameters(self, params):
