@@ -96,6 +96,26 @@ def test_cross_check_accepts_the_right_model_and_refuses_wrong_ones():
     assert not fh.cross_check(dyn_n, robot, Q0, EE).ok
 
 
+def test_payload_checked_as_libfranka_takes_it():
+    """fh.payload: (mass, com, 9 inertia values column-major) for setLoad; 3 moments become the
+    diagonal; what no body has is refused with the parameter named."""
+    m, c, i = fh.payload(1.5, [0.0, 0.1, 0.05], [1e-3, 2e-3, 3e-3])
+    assert m == 1.5 and c.tolist() == [0.0, 0.1, 0.05]
+    assert i.tolist() == [1e-3, 0, 0, 0, 2e-3, 0, 0, 0, 3e-3]
+    full = np.array([[2e-3, 1e-4, 0.0], [1e-4, 3e-3, 0.0], [0.0, 0.0, 1e-3]])
+    assert np.array_equal(fh.payload(1.0, [0, 0, 0], full.reshape(-1, order="F"))[2], full.reshape(-1, order="F"))
+    assert fh.payload(0.0, [0, 0, 0], [0, 0, 0])[0] == 0.0                     # no payload
+    for args, word in [((-0.1, [0, 0, 0], [0, 0, 0]), "load_mass"),
+                       ((float("nan"), [0, 0, 0], [0, 0, 0]), "load_mass"),
+                       ((1.0, [0, 0], [0, 0, 0]), "load_com"),
+                       ((1.0, [0, float("inf"), 0], [0, 0, 0]), "load_com"),
+                       ((1.0, [0, 0, 0], [1e-3] * 4), "load_inertia"),
+                       ((1.0, [0, 0, 0], [1e-3, 1e-4, 0, 0, 1e-3, 0, 0, 0, 1e-3]), "symmetric"),
+                       ((1.0, [0, 0, 0], [1e-3, -1e-3, 1e-3]), "positive")]:
+        with pytest.raises(ValueError, match=word):
+            fh.payload(*args)
+
+
 def test_gravity_guard():
     g = np.array([0.0, -29.8, 0.0, 22.3, 0.8, 2.2, 0.0])
     still = np.zeros(7)

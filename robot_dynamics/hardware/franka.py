@@ -109,6 +109,30 @@ def prepare_urdf(urdf, joints=None, ee=None, tcp=None, prefix=""):
     return ET.tostring(root, encoding="unicode"), flange
 
 
+def payload(mass, com, inertia):
+    """The payload libfranka's setLoad takes, checked: (mass [kg], F_x_Cload [m] (3), I_load [kg m^2]
+    about the centre of mass, 9 values column-major) from a mass, a centre of mass in the flange frame
+    and 9 inertia values or 3 principal moments.  ValueError with the reason for anything libfranka
+    would take but no body has (negative or non-finite mass, an inertia not symmetric positive
+    semi-definite)."""
+    m = float(mass)
+    c = np.asarray(com, float).reshape(-1)
+    i = np.asarray(inertia, float).reshape(-1)
+    if not math.isfinite(m) or m < 0.0:
+        raise ValueError(f"load_mass must be a finite mass >= 0 kg, got {mass!r}")
+    if c.shape != (3,) or not np.all(np.isfinite(c)):
+        raise ValueError(f"load_com must be 3 finite numbers [m] (flange frame), got {list(com)!r}")
+    if i.shape == (3,):
+        i = np.diag(i).reshape(-1)
+    if i.shape != (9,) or not np.all(np.isfinite(i)):
+        raise ValueError(f"load_inertia must be 9 finite numbers (column-major) or 3 principal moments "
+                         f"[kg m^2], got {list(inertia)!r}")
+    I = i.reshape(3, 3, order="F")
+    if not np.allclose(I, I.T, atol=1e-12) or np.min(np.linalg.eigvalsh(0.5 * (I + I.T))) < -1e-12:
+        raise ValueError(f"load_inertia is not symmetric positive semi-definite: {I.tolist()}")
+    return m, c, i
+
+
 def scale_link_mass(urdf, link, factor):
     """A copy of the URDF with one link's mass (and inertia) scaled: a deliberately wrong model."""
     root = ET.fromstring(urdf)

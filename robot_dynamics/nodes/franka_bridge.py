@@ -80,6 +80,11 @@ PARAMETERS = {
     "urdf_path": ("", "URDF file of the controller's model (when robot_description is empty)"),
     "add_end_effector": (True, "add the end effector the robot reports (m_ee, F_x_Cee, I_ee + load) to "
                                "the robot's own URDF, and its TCP frame"),
+    "load_mass": (0.0, "[kg] payload the robot is told it carries (libfranka setLoad, at connect, before "
+                       "the model is read): the robot adds its gravity, and m_total and the URDF include it"),
+    "load_com": ([0.0, 0.0, 0.0], "[m] the payload's centre of mass in the flange frame (F_x_Cload)"),
+    "load_inertia": ([0.0, 0.0, 0.0], "[kg m^2] its inertia about the centre of mass: 3 principal moments or "
+                                      "9 values column-major (I_load)"),
     "publish_robot_description": (True, "publish the model's URDF on robot_description_topic (transient local)"),
     "joint_states_topic": ("/joint_states", "sensor_msgs/JointState out"),
     "command_topic": ("/effort_controller/commands", "std_msgs/Float64MultiArray in (topic mode)"),
@@ -247,6 +252,23 @@ class FrankaBridge(Node):
                     self.get_logger().error(self.reason)
                     return
                 time.sleep(0.5)
+        try:        # always: 0 kg clears a load set before (the robot keeps it across connections)
+            m, c, inertia = fh.payload(p["load_mass"], p["load_com"], p["load_inertia"])
+            self.arm.robot.set_load(m, c.tolist(), inertia.tolist())
+            # the model is built from the state's m_total: wait for a state that has the payload (one
+            # read right after setLoad may still be the one before: a URDF without it was published)
+            t_end = time.monotonic() + 2.0
+            while abs(float(self.arm.state.m_load) - m) > 1e-4:     # float32 on the wire
+                if time.monotonic() > t_end:
+                    raise RuntimeError(f"the robot state reports m_load {float(self.arm.state.m_load)} kg "
+                                       f"2 s after setLoad({m} kg)")
+                time.sleep(0.005)
+        except Exception as e:
+            self._set_state(fh.REFUSED, f"payload: {type(e).__name__}: {e}")
+            self.get_logger().error(self.reason)
+            return
+        if m > 0.0:
+            self.get_logger().info(f"payload: {m} kg, centre of mass {c.tolist()} m in the flange frame")
         try:
             self._load_model()
         except Exception as e:
