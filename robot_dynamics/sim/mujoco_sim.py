@@ -17,8 +17,8 @@ How the URDF is read (MuJoCo's own URDF importer, on an edited copy of the text)
   sensor placed on a link measures exactly what is distal to it.
 - `<dynamics damping friction>` is dropped (MuJoCo would turn it into passive damping and friction
   loss); joint damping and friction are set here from the `damping` / `friction` arguments (zero by
-  default), armature is zero.  `<mimic>` is dropped (MuJoCo would add an equality constraint; the Model
-  reads a mimic joint as an independent joint).  Limits are kept as data (`jnt_range`); their
+  default), and the rotor inertia from `armature` (zero by default).  `<mimic>` is dropped (MuJoCo
+  would add an equality constraint; the Model reads a mimic joint as an independent joint).  Limits are kept as data (`jnt_range`); their
   constraints are active unless `limits=False`.  URDF effort limits clamp the applied joint effort
   unless `effort_limits=False`.
 - Fixed base only.  The root link is a body welded to the world: its mass enters no joint-space
@@ -135,7 +135,8 @@ def mujoco_urdf(urdf):
 class MujocoSim:
     """Fixed-base arm simulated by MuJoCo from `model.urdf`; all vectors in `model.joint_names` order.
 
-    dt: step [s].  damping [N m s/rad], friction [N m] (MuJoCo friction loss): scalar or one per joint.
+    dt: step [s].  damping [N m s/rad], friction [N m] (MuJoCo friction loss), armature [kg m^2] (rotor
+      inertia, added to M's diagonal): scalar or one per joint.
     ft_sensor_frame: frame (link or joint name) carrying a 6-axis F/T sensor, read with `ft_wrench()`.
     table: False, True (top surface at z = 0.1 m) or the top height [m]; adds a rigid box and a 1 cm
       contact sphere at `contact_frame` (default 'panda_hand_tcp' if it exists, else the last link).
@@ -145,7 +146,8 @@ class MujocoSim:
     """
 
     def __init__(self, model, dt=0.001, damping=0.0, friction=0.0, ft_sensor_frame=None, table=False,
-                 payload=None, limits=True, effort_limits=True, integrator="RK4", contact_frame=None):
+                 payload=None, limits=True, effort_limits=True, integrator="RK4", contact_frame=None,
+                 armature=0.0):
         if model.floating_base:
             raise ValueError("MujocoSim: fixed-base models only")
         if integrator not in _INTEGRATORS:
@@ -161,13 +163,14 @@ class MujocoSim:
         spec.option.gravity = np.asarray(model.gravity, dtype=float)
         damping = _per_joint(damping, n, "damping")
         friction = _per_joint(friction, n, "friction")
+        armature = _per_joint(armature, n, "armature")
         for i, name in enumerate(self.joint_names):
             j = spec.joint(name)
             if j is None:
                 raise ValueError(f"MujocoSim: joint {name!r} not in MuJoCo's model of the URDF")
             j.damping = [damping[i], 0.0, 0.0]     # linear coefficient (the others: polynomial terms)
             j.frictionloss = friction[i]
-            j.armature = 0.0
+            j.armature = armature[i]           # rotor inertia behind the gear [kg m^2]
             j.stiffness = [0.0, 0.0, 0.0]
             if not limits:
                 j.limited = mujoco.mjtLimited.mjLIMITED_FALSE
@@ -271,6 +274,25 @@ class MujocoSim:
             self._apply_wrenches()
             mujoco.mj_step(self.m, self.d)
         mujoco.mj_forward(self.m, self.d)   # derived quantities (sensors, xpos, efforts) at the new state
+
+    def track(self, backend, Qr, Vr, Ar, kp=400.0, kd=40.0):
+        """Follow a sampled joint trajectory (one row per step of dt, from the present state) with
+        computed torque on `backend`'s model: tau = RNEA(q, v, a_r + kp (q_r - q) + kd (v_r - v)).
+        Returns (t, q, tau) with the effort applied during each step paired with the state at the
+        middle of that step ((q_k + q_k+1) / 2, t_k + dt / 2): the effort is held over the step, so
+        that is the instant it acts at (paired with q_k instead, the data carry a half-step lag that
+        an identification reads as viscous friction and rotor inertia, 10-15 % of them on the Panda's
+        shoulder)."""
+        N = len(Qr)
+        q_log, tau_log = np.empty((N + 1, self.n)), np.empty((N, self.n))
+        t0 = self.t
+        for k in range(N):
+            q, v = self.q, self.v
+            q_log[k] = q
+            self.step(backend.rnea(q, v, Ar[k] + kp * (Qr[k] - q) + kd * (Vr[k] - v)))
+            tau_log[k] = self.measured_effort
+        q_log[N] = self.q
+        return t0 + (np.arange(N) + 0.5) * self.dt, 0.5 * (q_log[:-1] + q_log[1:]), tau_log
 
     # ---- external wrenches ----
     def apply_wrench(self, frame, wrench):
