@@ -164,6 +164,20 @@ def test_full_identification_recovers_a_perturbed_link(panda):
     for k in link5:
         assert abs(est.beta[k] / true_beta[k] - 1.0) < 0.05, (names[k], est.beta[k], true_beta[k], prior_beta[k])
     assert not idn.consistency(model, idn.prior_parameters(model, Ia=Ia, fv=fv, fc=fc))
+    # the full parameters reconstructed nearest the prior reproduce the estimate, and the prior itself
+    th = est.theta()
+    assert np.max(np.abs(base.beta(th) - est.beta)) < 1e-9 * np.max(np.abs(est.beta))
+    rng = np.random.default_rng(1)                   # any other reproduction lies farther from the prior
+    G = np.zeros((base.r, len(th)))
+    G[:, base.base], G[:, base.dependent] = np.eye(base.r), base.K
+    for _ in range(3):
+        r = rng.normal(size=len(th)) * 1e-3
+        other = th + r - np.linalg.pinv(G) @ (G @ r)
+        assert np.max(np.abs(base.beta(other) - est.beta)) < 1e-9 * np.max(np.abs(est.beta))
+        assert np.linalg.norm(other - est.theta_prior) >= np.linalg.norm(th - est.theta_prior)
+    prior_est = idn.Identification(base, base.beta(est.theta_prior), est.std, est.sigma, est.cond, est.rows,
+                                   theta_prior=est.theta_prior)
+    assert np.max(np.abs(prior_est.theta() - est.theta_prior)) < 1e-9
 
 
 def test_consistency_names_what_no_body_has(panda):

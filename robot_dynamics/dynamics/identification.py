@@ -29,8 +29,8 @@ deviations, and the relative ones 100 sigma / |beta| %.  A parameter with a rela
 deviation over `poorly_identified` (default 30 %) is reported as poorly identified.
 
 Physical consistency (`consistency`): from the base estimate the full parameter vector closest to
-the prior (the model's own) is reconstructed (the least-norm change that reproduces beta; the
-dependent parameters keep the prior's value), and each body is checked: mass > 0, the rotational
+the prior (the model's own) is reconstructed (`Identification.theta`: the least-norm change that
+reproduces beta), and each body is checked: mass > 0, the rotational
 inertia about its centre of mass positive definite and its principal moments satisfying the triangle
 inequalities; friction fv, fc >= 0 and Ia >= 0.  A violation is reported with the body; the estimate is
 not altered (no projection): the torque prediction is what the base parameters guarantee, and a user
@@ -156,11 +156,16 @@ class Identification:
         return W[:, :, self.base.base] @ self.beta
 
     def theta(self):
-        """The full parameter vector closest to the prior that reproduces beta (dependent ones at
-        the prior's value)."""
-        th = np.array(self.theta_prior if self.theta_prior is not None else np.zeros(len(self.base.names)), float)
-        th[self.base.base] = self.beta - self.base.K @ th[self.base.dependent]
-        return th
+        """The full parameter vector closest to the prior (least-norm change, in the parameters' own
+        units) that reproduces beta: theta_prior + G^T (G G^T)^-1 (beta - G theta_prior), G = [I K]
+        in the base / dependent columns."""
+        b = self.base
+        p = len(b.names)
+        th0 = np.array(self.theta_prior if self.theta_prior is not None else np.zeros(p), float)
+        G = np.zeros((b.r, p))
+        G[:, b.base] = np.eye(b.r)
+        G[:, b.dependent] = b.K
+        return th0 + G.T @ np.linalg.solve(G @ G.T, self.beta - G @ th0)
 
     def value(self, name):
         """A parameter that is a base parameter on its own (no regrouping): (estimate, std);
