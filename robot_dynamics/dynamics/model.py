@@ -318,6 +318,27 @@ class Model:
         return q
 
     # ---- payload ----
+    @property
+    def armature(self):
+        """Rotor (armature) inertia per velocity coordinate [kg m^2 | kg], zeros unless set."""
+        a = self.tree.armature_v
+        return np.zeros(self.nv) if a is None else a.copy()
+
+    def set_armature(self, armature):
+        """The rotor inertia behind each joint's gear (a scalar or one value per velocity coordinate,
+        model order; e.g. identified by dynamics.identification): added to M's diagonal by both
+        backends and every algorithm (RNEA + Ia qdd, CRBA, ABA, kinetic energy), Pinocchio's
+        model.armature the same.  Zeros remove it.  ValueError on a negative or non-finite value."""
+        a = np.asarray(armature, dtype=float)
+        a = np.full(self.nv, float(a)) if a.ndim == 0 else a.reshape(-1)
+        if a.shape != (self.nv,) or not np.all(np.isfinite(a)) or np.any(a < 0):
+            raise ValueError(f"armature: expected a non-negative scalar or {self.nv} non-negative values, "
+                             f"got {np.asarray(armature).tolist()}")
+        self.tree.armature_v = a.copy() if np.any(a > 0) else None
+        pa = np.zeros(self.pin_model.nv)
+        pa[self.v_to_pin] = a
+        self.pin_model.armature = pa
+
     def attach_payload(self, frame, mass, com=(0.0, 0.0, 0.0), inertia=None, name="payload"):
         """Rigidly attach a body (mass, centre of mass and rotational inertia about it, both in the
         frame's axes) to `frame`; every algorithm then includes it.  Replaces a payload of that name."""

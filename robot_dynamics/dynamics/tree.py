@@ -44,6 +44,9 @@ class KinematicTree:
     frames: dict = field(default_factory=dict)       # name -> Frame
     gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
     root_link: str = ""
+    # rotor (armature) inertia per velocity coordinate, added to M's diagonal by every algorithm
+    # (Model.set_armature); None: none (the URDF has no such element)
+    armature_v: object = None
     # (len(jtype), nq, nv): nq and nv are read on every control cycle, so they are computed once per
     # topology; add_body drops the cache, and a jtype list of another length recomputes it
     _dims: tuple = field(default=None, init=False, repr=False, compare=False)

@@ -28,7 +28,10 @@ def aba(tree, data, q, v, tau, fext=None):
     for i in reversed(range(nb)):                                     # pass 2: articulated inertias
         p, si, S = tree.parent[i], vslice(tree, i), data.S[i]
         U[i] = IA[i] @ S                                              # U = IA S
-        d_inv[i] = np.linalg.inv(S.T @ U[i]) if S.shape[1] > 1 else 1.0 / (S.T @ U[i])  # d = S^T U
+        d = S.T @ U[i]                                                # d = S^T U (+ Ia: rotor inertia)
+        if tree.armature_v is not None:
+            d = d + np.diag(tree.armature_v[si])
+        d_inv[i] = np.linalg.inv(d) if S.shape[1] > 1 else 1.0 / d
         u[i] = tau[si] - S.T @ pA[i]                                  # u = tau - S^T pA
         if p >= 0:
             Ud = U[i] @ d_inv[i]

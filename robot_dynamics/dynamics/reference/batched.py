@@ -227,7 +227,10 @@ def rnea_batched(tree, bd, Q, V, A, fext=None):
         fe = np.asarray(fext, dtype=float)
         fe = fe.transpose(1, 2, 0) if fe.ndim == 3 else fe[:, :, None]
         f -= bd.E @ fe if fe.shape[2] == N or fe.shape[2] == 1 else fe
-    return _backward(bd, f, qb, c, s, w)
+    tau = _backward(bd, f, qb, c, s, w)
+    if tree.armature_v is not None:
+        tau = tau + np.asarray(A, float) * tree.armature_v   # + Ia qdd (rotor inertia)
+    return tau
 
 
 def gravity_batched(tree, bd, Q):

@@ -1,5 +1,7 @@
 """Composite-rigid-body algorithm for the joint-space mass matrix (Featherstone, RBDA table 6.2)."""
 
+import numpy as np
+
 from . import spatial
 from .jcalc import body_pose, vslice
 
@@ -28,4 +30,6 @@ def crba(tree, data, q):
             sj = vslice(tree, j)
             M[si, sj] = F.T @ data.S[j]                    # H_ij = F^T S_j
             M[sj, si] = M[si, sj].T
+    if tree.armature_v is not None:
+        M[np.diag_indices_from(M)] += tree.armature_v       # + diag(Ia) (rotor inertia)
     return M

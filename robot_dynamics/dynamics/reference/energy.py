@@ -7,7 +7,10 @@ from .kinematics import forward_kinematics
 def kinetic_energy(tree, data, q, v):
     """T = 1/2 sum_i v_i^T I_i v_i  (= 1/2 v^T M v)."""
     forward_kinematics(tree, data, q, v)
-    return 0.5 * sum(data.v[i] @ tree.I[i] @ data.v[i] for i in range(tree.nb))
+    T = 0.5 * sum(data.v[i] @ tree.I[i] @ data.v[i] for i in range(tree.nb))
+    if tree.armature_v is not None:
+        T += 0.5 * float(np.dot(tree.armature_v, np.asarray(v) ** 2))    # + 1/2 Ia qd^2 (rotors)
+    return T
 
 
 def potential_energy(tree, data, q):

@@ -161,6 +161,8 @@ def _rnea(tree, data, q, v, a, fext, gravity_only):
     data.a, data.f = A.reshape(nb, 6), F.reshape(nb, 6)     # (fresh arrays: bound, not copied)
     tau = data.tau
     np.dot(ops.ST, F, out=tau)                               # tau = S^T F
+    if tree.armature_v is not None and not gravity_only:
+        tau += tree.armature_v * a                           # + Ia qdd (rotor inertia)
     return tau
 
 
