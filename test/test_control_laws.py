@@ -119,6 +119,16 @@ def test_gravity_compensation_is_g_and_switch_and_friction(model, pinb, refb):
     law.set_params({"friction_compensation": True, "friction_viscous": fv.tolist(), "friction_coulomb": fc.tolist(),
                     "friction_smoothing": eps})
     np.testing.assert_allclose(law.compute(s), fv * s.v + fc * np.tanh(s.v / eps), atol=1e-12, rtol=0)
+    # the offset (any sign) and a part of the model (what dynamics.identification writes)
+    off, k = rng.uniform(-0.2, 0.2, 7), 0.6
+    law.set_params({"friction_offset": off.tolist(), "friction_scale": k})
+    np.testing.assert_allclose(law.compute(s), k * (fv * s.v + fc * np.tanh(s.v / eps) + off), atol=1e-12, rtol=0)
+    law.set_params({"friction_viscous": 0.0, "friction_coulomb": 0.0, "friction_scale": 1.0})
+    np.testing.assert_allclose(law.compute(s), off, atol=1e-12, rtol=0)        # the offset alone is applied
+    for bad in ({"friction_scale": 1.5}, {"friction_scale": -0.1}, {"friction_offset": [0.1] * 3},
+                {"friction_offset": [np.nan] * 7}):
+        with pytest.raises(ValueError, match="friction_"):
+            law.set_params(bad)
 
 
 def test_gravity_compensation_includes_attached_payload():

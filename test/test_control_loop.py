@@ -142,6 +142,25 @@ def test_per_joint_gains_and_limits_in_joints_order_land_on_the_right_joints(mod
     np.testing.assert_allclose(cmd, [expected[ARM.index(j)] for j in joints], atol=1e-9)
 
 
+def test_armature_in_joints_order_lands_on_the_joints_it_names(pinb):
+    """`armature` given in a `joints` order unlike the model's: the loop's model carries each value on
+    the joint it names (M gains exactly diag(Ia) in model order, both backends), and a bad value is
+    refused at construction."""
+    from robot_dynamics.dynamics import Model, ReferenceBackend
+    model = Model.from_robot("panda")                                 # a model of its own: the loop sets it
+    joints = [ARM[i] for i in (3, 0, 6, 2, 5, 1, 4)]
+    ia_by_name = {j: 0.01 * (i + 1) for i, j in enumerate(ARM)}
+    loop, _ = make(model, controller="computed_torque", joints=joints, backend="reference",
+                   armature=[ia_by_name[j] for j in joints])
+    expected = np.array([ia_by_name[j] for j in ARM])
+    np.testing.assert_array_equal(model.armature, expected)
+    M_rigid = pinb.mass_matrix(Q0)                                    # the shared fixture: no armature
+    np.testing.assert_allclose(loop.backend.mass_matrix(Q0) - M_rigid, np.diag(expected), atol=1e-12)
+    np.testing.assert_allclose(ReferenceBackend(model).mass_matrix(Q0) - M_rigid, np.diag(expected), atol=1e-12)
+    with pytest.raises(ValueError, match="armature"):
+        make(Model.from_robot("panda"), armature=[-0.1] * 7)
+
+
 def test_effort_scale_scales_the_limits_the_commands_respect(model):
     loop, _ = make(model, controller="joint_impedance", joint_impedance__k_gains=[1e4],
                    joint_impedance__d_gains=[0.0], effort_scale=0.5, watchdog_timeout=1.0, **FAST)

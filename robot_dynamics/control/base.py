@@ -243,6 +243,8 @@ COMMON_DEFAULTS = {
     "friction_viscous": 0.0,        # N m s/rad per joint
     "friction_coulomb": 0.0,        # N m per joint
     "friction_smoothing": 0.01,     # rad/s: tau_c = f_c tanh(v / smoothing)
+    "friction_offset": 0.0,         # N m per joint, any sign (dynamics.identification's `off`)
+    "friction_scale": 1.0,          # [0, 1]: the fraction of the model compensated
 }
 
 
@@ -292,6 +294,10 @@ class ControlLaw:
         p["friction_viscous"] = check_vector("friction_viscous", p["friction_viscous"], n)
         p["friction_coulomb"] = check_vector("friction_coulomb", p["friction_coulomb"], n)
         p["friction_smoothing"] = check_scalar("friction_smoothing", p["friction_smoothing"], 0.0, lo_open=True)
+        p["friction_offset"] = check_vector("friction_offset", p["friction_offset"], n, lo=None)
+        p["friction_scale"] = check_scalar("friction_scale", p["friction_scale"], 0.0)
+        if p["friction_scale"] > 1.0:
+            raise ValueError(f"friction_scale: {p['friction_scale']} must be within [0, 1]")
         self._validate(p)
         return p
 
@@ -310,8 +316,10 @@ class ControlLaw:
         p = self._checked(self._params, params)
         self._params = p
         self.gravity_enabled = p["compensate_gravity"]
-        self._fv, self._fc, self._fs = p["friction_viscous"], p["friction_coulomb"], p["friction_smoothing"]
-        self._friction = p["friction_compensation"] and (np.any(self._fv) or np.any(self._fc))
+        k = p["friction_scale"]
+        self._fv, self._fc, self._fs = k * p["friction_viscous"], k * p["friction_coulomb"], p["friction_smoothing"]
+        self._fo = k * p["friction_offset"]
+        self._friction = p["friction_compensation"] and bool(np.any(self._fv) or np.any(self._fc) or np.any(self._fo))
         self._apply(p)
 
     # ---- interface ----
@@ -343,19 +351,21 @@ class ControlLaw:
         return q, v
 
     def _add_friction(self, tau, v):
-        """tau += f_v v + f_c tanh(v / smoothing) (when friction_compensation is on)."""
+        """tau += s (f_v v + f_c tanh(v / smoothing) + offset), s = friction_scale (when
+        friction_compensation is on)."""
         if self._friction:
             np.multiply(v, 1.0 / self._fs, out=self._tf)
             np.tanh(self._tf, out=self._tf)
             self._tf *= self._fc
             tau += self._tf
             tau += self._fv * v
+            tau += self._fo
         return tau
 
     def friction_torque(self, v):
-        """The friction model alone (for tests and plots)."""
+        """The friction model alone, as compensated (for tests and plots)."""
         v = np.asarray(v, dtype=float)
-        return self._fv * v + self._fc * np.tanh(v / self._fs)
+        return self._fv * v + self._fc * np.tanh(v / self._fs) + self._fo
 
     # dynamics: direct Pinocchio calls on the fast path, the backend otherwise.  Returned arrays are
     # views into Data, valid until the next call.

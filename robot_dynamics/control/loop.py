@@ -66,7 +66,7 @@ from collections import defaultdict
 import numpy as np
 
 from ..dynamics import make_backend
-from .base import CartesianReference, JointReference, State
+from .base import CartesianReference, JointReference, State, check_vector
 from .cartesian_trajectory import CartesianTrajectory
 from .params import SAFETY_KEYS, SIX_KEYS, Unset, check_value, loop_param_specs
 from .safety import SafetyFilter, SafetyParams
@@ -199,6 +199,10 @@ class ControlLoop:
             raise ValueError(f"joints {self.joints} do not match the model's movable joints {mn}")
         n = self.n = m.nv
         self.perm = np.array([mn.index(j) for j in self.joints], dtype=np.intp)   # cmd[k] = tau[perm[k]]
+        if p["armature"] is not None:                                             # joints -> model order
+            arm = np.zeros(n)
+            arm[self.perm] = check_vector("armature", p["armature"], n)
+            m.set_armature(arm)
         self.backend = make_backend(m, p["backend"])
         self.gravity_backend = make_backend(m, "pinocchio")                     # for the safe command
         self.law_name = p["controller"]

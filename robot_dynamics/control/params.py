@@ -65,6 +65,9 @@ LOOP_PARAMS = [
          ("zero", "gravity"), live=True),
     Spec("effort_limits", UNSET_DOUBLE_ARRAY, "torque limits [N m] in `joints` order; not set: the URDF's",
          "per_joint", live=True),
+    Spec("armature", UNSET_DOUBLE_ARRAY, "rotor inertia behind each joint's gear [kg m^2] in `joints` order "
+         "(URDF cannot state it; dynamics.identification estimates it): added to the model's mass matrix in "
+         "both backends and every algorithm, read at configure; not set: the model's (none)", "per_joint"),
     Spec("effort_scale", 1.0, "fraction (0, 1] of the effort limits actually allowed", "positive", live=True),
     Spec("torque_rate_limit", 1000.0, "largest torque change per second [N m/s]", "positive", live=True),
     Spec("ramp_time", 0.5, "torque ramp from zero on activation and after a watchdog trip [s]", "nonneg",
@@ -145,6 +148,8 @@ LAW_KEYS = {
     "friction_viscous": ("per_joint", "viscous friction [N m s/rad]"),
     "friction_coulomb": ("per_joint", "Coulomb friction [N m]"),
     "friction_smoothing": ("positive", "tanh smoothing velocity of the Coulomb term [rad/s]"),
+    "friction_offset": ("per_joint_any", "constant torque offset [N m] (any sign)"),
+    "friction_scale": ("double", "fraction [0, 1] of the friction model compensated"),
     "kp": ("per_joint", "position gain [1/s^2]; not set: omega^2"),
     "kd": ("per_joint", "velocity gain [1/s]; not set: 2 sqrt(kp) or 2 zeta omega"),
     "omega": ("double", "closed-loop natural frequency [rad/s] (when kp is not set)"),

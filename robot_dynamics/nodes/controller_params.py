@@ -71,6 +71,7 @@ GENERAL_PARAMS = [
     _loop("watchdog_timeout"),
     _loop("safe_command"),
     _loop("effort_limits"),
+    _loop("armature"),
     _loop("effort_scale"),
     _loop("torque_rate_limit"),
     _loop("ramp_time"),
