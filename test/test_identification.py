@@ -140,6 +140,40 @@ def test_identifies_friction_and_rotor_inertia_on_a_mujoco_plant(panda):
     assert np.all(rms_ident <= VALIDATION_RATIO * rms_urdf), (rms_ident, rms_urdf)
 
 
+def test_the_identification_written_as_parameters_drives_the_controller(panda, tmp_path):
+    """controller_params / write_params_yaml: the file a user loads with --params-file; read back by
+    the YAML reader, its values build the ControlLoop, whose law compensates the identified friction
+    (its friction_torque equals the estimate's) and whose model carries the identified armature on the
+    joints it names (the file in a `joints` order unlike the model's)."""
+    import yaml
+    from robot_dynamics.control import ControlLoop
+    model, P = panda
+    Ia, fv, fc = plant_values(model.nv, 7)
+    sim = MujocoSim(model, damping=fv, friction=fc, armature=Ia, limits=False)
+    exc = idn.fourier_excitation(model, Q_START, inertial=False, a_max=6.0, candidates=10, seed=1)
+    t, q, tau = record(model, P, sim, exc, 1, seed=2)
+    W, y, mask = idn.dataset(model, t, q, tau, inertial=False)
+    est = idn.solve(W, y, idn.base_parameters(model, inertial=False), mask=mask)
+    joints = [model.joint_names[i] for i in (6, 5, 4, 3, 2, 1, 0)]
+    params, notes = idn.controller_params(est, model, joints, laws=("joint_impedance",), scale=0.8)
+    assert notes == []
+    path = idn.write_params_yaml(tmp_path / "friction.yaml", params, node="/torque_controller",
+                                 comment="identified on a MuJoCo plant")
+    loaded = yaml.safe_load(open(path))["/torque_controller"]["ros__parameters"]
+    fresh = Model.from_robot("panda")
+    loop = ControlLoop.from_params(fresh, {"controller": "joint_impedance", "joints": joints, **loaded})
+    vals = est.joint_terms(model)
+    np.testing.assert_allclose(fresh.armature, vals["Ia"][0], rtol=1e-12)
+    for v in (np.full(model.nv, 0.3), np.linspace(-1, 1, model.nv)):
+        expected = 0.8 * (vals["fv"][0] * v + vals["fc"][0] * np.tanh(v / idn.FRICTION_BAND) + vals["off"][0])
+        np.testing.assert_allclose(loop.law.friction_torque(v), expected, rtol=1e-12, atol=1e-15)
+    # a regrouped term (the first joint's Ia when the inertials are identified too) is written as 0, said
+    W_full = idn.regressor(model, *[np.atleast_2d(x) for x in idn.fourier_trajectory(*exc[:4], np.linspace(0, 5, 300))])
+    full = idn.solve(W_full, W_full @ idn.prior_parameters(model, Ia=Ia, fv=fv, fc=fc), idn.base_parameters(model))
+    p2, notes2 = idn.controller_params(full, model)
+    assert p2["armature"][0] == 0.0 and any("panda_joint1.Ia" in n_ for n_ in notes2), notes2
+
+
 def test_full_identification_recovers_a_perturbed_link(panda):
     """The plant's link 5 has 20 % more mass and inertia than the URDF says; all base parameters
     (inertials, rotor inertia, friction) identified together: the base parameters of link 5 that the

@@ -273,6 +273,46 @@ def consistency(model, theta, inertial=True):
     return out
 
 
+def controller_params(est, model, joints=None, laws=("gravity_compensation", "computed_torque",
+                                                   "joint_impedance", "cartesian_impedance"),
+                      band=FRICTION_BAND, scale=1.0):
+    """The controller parameters that apply an identification (a flat dict, `joints` order): the
+    friction model of every law in `laws` (`<law>.friction_compensation` true, `_viscous`,
+    `_coulomb`, `_offset`, `_smoothing` = band, `_scale`) and `armature`.  A joint term the data did
+    not identify alone (regrouped, e.g. the first joint's Ia with its link's Izz when the inertials
+    were identified too) or found negative is written as 0 and listed in `notes` (returned second)."""
+    joints = list(joints or model.joint_names)
+    idx = [model.joint_names.index(j) for j in joints]
+    terms = est.joint_terms(model)
+    notes, vals = [], {}
+    for t in JOINT_TERMS:
+        v = np.array(terms[t][0], float)[idx]
+        for j, x in zip(joints, v):
+            if not np.isfinite(x):
+                notes.append(f"{j}.{t}: not identified alone (regrouped): 0 written")
+            elif x < 0.0 and t != "off":
+                notes.append(f"{j}.{t}: estimate {x:.4g} < 0: 0 written")
+        v = np.where(np.isfinite(v), v, 0.0)
+        vals[t] = v if t == "off" else np.maximum(v, 0.0)
+    out = {"armature": vals["Ia"].tolist()}
+    for law in laws:
+        out.update({f"{law}.friction_compensation": True, f"{law}.friction_viscous": vals["fv"].tolist(),
+                    f"{law}.friction_coulomb": vals["fc"].tolist(), f"{law}.friction_offset": vals["off"].tolist(),
+                    f"{law}.friction_smoothing": float(band), f"{law}.friction_scale": float(scale)})
+    return out, notes
+
+
+def write_params_yaml(path, params, node="/**", comment=""):
+    """A ROS 2 parameters file (`--params-file` / a launch file's parameters) with `params` under
+    `node`: what the controller node loads to compensate what was identified."""
+    import yaml
+    text = "".join(f"# {line}\n" for line in comment.splitlines()) if comment else ""
+    text += yaml.safe_dump({node: {"ros__parameters": params}}, sort_keys=False, default_flow_style=None)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 def derivatives(t, q, tau=None, cutoff=None, order=4):
     """(q, q', q'', tau) filtered: Butterworth low-pass at `cutoff` [Hz] (default: 1/10 of the
     sampling rate), zero phase (filtfilt), on q and on tau alike; q' and q'' by central differences
