@@ -7,7 +7,6 @@ forward kinematics) and the parameters the test set; franky-sim runs MuJoCo with
 damping and armature, so the figures are not those of an ideal model.
 """
 import time
-import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
@@ -15,8 +14,9 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("franky")
 
-from franka_harness import (bridge_params, dump_logs, fr3_model, gravity_of, js_arrays, load_gravity,  # noqa: E402
-                            rig, sim_joint_friction, start_bridge, start_controller, wait_robot_time)
+from franka_harness import (PHANTOM_LOAD, bridge_params, check_held_stiffness, dump_logs, fr3_model,  # noqa: E402
+                            gravity_of, js_arrays, rig, sim_joint_friction, start_bridge, start_controller,
+                            wait_robot_time)
 from robot_dynamics.hardware.franka import scale_link_mass  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.franky_sim]
@@ -25,12 +25,7 @@ HOLD_TIME = 5.0           # s
 HOLD_TOL = 5e-3           # rad: largest joint drift while holding (gravity compensation law: ~zero torque)
 K_J = np.array([400.0, 400.0, 400.0, 400.0, 100.0, 50.0, 15.0])    # fr3_joint_impedance.yaml
 K_TOL = 0.03              # relative: stiffness measured from torque and deflection vs configured
-                          # (within 0.2 % in 6 runs beside a CPU hog)
-# a payload the bridge tells the robot of (setLoad) that the arm does not carry: the robot adds its
-# gravity, the joint impedance law holds against it; joints held with more than LOADED are measured
-# (at franky-sim's start pose 8.7, 7.4 and 2.3 N m on joints 2, 4, 5, against 1.14 and 0.76 N m of friction)
-LOAD_MASS, LOAD_COM, LOAD_INERTIA = 2.0, [0.0, 0.15, 0.1], [2e-3, 2e-3, 2e-3]   # kg, m (flange), kg m^2
-LOADED = 0.5              # N m: ~50 times what model and sampling errors leave at rest (~0.01 N m)
+                          # (within 0.2 % in 10 runs beside a CPU hog)
 CART_TOL = 3e-3           # m: TCP drift while holding with Cartesian impedance
 TRAJ_STEP = np.array([0.2, -0.15, 0.2, 0.2, 0.2, -0.2, 0.2])
 TRAJ_T = 2.0              # s
@@ -70,55 +65,15 @@ def test_hold_gravity_compensation(ros, tmp_path):
 
 
 def test_joint_impedance_stiffness(ros, tmp_path):
-    """Joint impedance against a payload the robot is told of but the arm does not carry (the bridge's
-    load_mass, libfranka setLoad): the robot adds that load's gravity g_L(q), so the law holds the arm
-    with K e = -g_L (MuJoCo's friction aside), a deflection many times what friction leaves after a
-    step (there the torque at rest was ~0.1 N m, and 0.01 N m of model and sampling error gave K 12-30 %
-    off).  The stiffness of each joint held with more than LOADED is measured at rest from the applied
-    torque (tau_J - g(q): the published URDF has the load) over the deflection from the set-point the
-    test sent, against the configured K; where it settles, K e + g_L is within the joint's friction."""
+    """Joint impedance against a payload the robot is told of but the arm does not carry
+    (franka_harness.check_held_stiffness: K from the torque at rest over the deflection, each joint
+    held with more than LOADED)."""
     # torque control started (~/recover, autostart false) once the controller's commands arrive: started
     # at once, the arm floated under g_L on the bridge's damping until the controller came, to the joint
     # limits on a loaded host.  The gravity guard off: the law's answer to a payload that is not there,
     # -g_L(q), can look like g(q) to it (seen: fraction 0.72; the guard has its own tests)
-    with rig(tmp_path, "joint_impedance", load_mass=LOAD_MASS, load_com=LOAD_COM, load_inertia=LOAD_INERTIA,
-             gravity_guard=False, autostart=False) as (procs, probe, sim):
-        model, dyn = fr3_model(probe.urdf)
-        ee_mass = float(ET.fromstring(probe.urdf).find("link[@name='fr3_ee']/inertial/mass").get("value"))
-        assert ee_mass > LOAD_MASS, f"the published end effector ({ee_mass} kg) lacks the payload"
-        q_d, _ = probe.snapshot()                      # the set-point: where the law holds the arm now
-        probe.publish_target(q_d)
-        probe.clear_logs()
-        t0 = time.monotonic()
-        wait_robot_time(probe, 3.0)
-        procs.check_alive()
-        assert probe.bridge_state() == "running", f"bridge {probe.bridge_state()}: {probe.diag.get('reason')}"
-        t, q, v, eff = js_arrays(probe.js_log, t0)
-        tau = eff - np.array([gravity_of(dyn, model, qk, probe.joints) for qk in q])
-        g_load = load_gravity(probe.urdf, probe.joints, q[-1], LOAD_MASS, LOAD_COM)
-        e = q_d - q
-        # nearly at rest the law's torque is K e - D v with v small (MuJoCo's joint friction lets the
-        # arm creep at ~1e-3 rad/s instead of sticking): plus an estimate of the damping term
-        # (d = 2 sqrt(k m_jj), m_jj from our model: ~1 % of the torque here)
-        idx = [model.joint_names.index(n) for n in probe.joints]
-        qm = np.empty(7)
-        qm[idx] = q[-1]
-        d = 2.0 * np.sqrt(K_J * np.diag(dyn.mass_matrix(qm))[idx])
-        rest = np.abs(v) < 2e-3                           # per joint (joints 5-7 creep longest)
-        rest[: len(rest) // 3] = False                    # after the ramp-in under the payload
-        friction = sim_joint_friction()
-        # the joints the law holds against the payload with more than LOADED at rest (friction takes a
-        # part of g_L: which joints depends on the pose)
-        held = [j for j in range(7) if rest[:, j].sum() > 20 and abs(np.median(tau[rest[:, j], j])) > LOADED]
-        assert held, f"no joint held at rest with > {LOADED} N m: payload torques {np.round(g_load, 2)}"
-        for j in held:
-            r = rest[:, j]
-            k_meas = float(np.median((tau[r, j] + d[j] * v[r, j]) / e[r, j]))
-            assert abs(k_meas / K_J[j] - 1.0) < K_TOL, f"joint {j + 1}: measured K {k_meas:.1f} vs {K_J[j]}"
-            # where it settled: the law's torque balances the payload's, within the joint's friction
-            imbalance = abs(K_J[j] * e[-1, j] + g_load[j])
-            assert imbalance < 1.2 * friction[j] + 0.05, \
-                f"joint {j + 1}: K e + g_L = {imbalance:.3f} N m (friction {friction[j]})"
+    with rig(tmp_path, "joint_impedance", gravity_guard=False, autostart=False, **PHANTOM_LOAD) as (procs, probe, sim):
+        check_held_stiffness(probe, procs, K_J, K_TOL)
 
 
 def test_cartesian_impedance_hold(ros, tmp_path):
