@@ -228,6 +228,7 @@ class ControlLoop:
         self.driver_adds_gravity = (not self.law.params.get("compensate_gravity", True)) if dag == "auto" \
             else dag == "true"
         self.payload_run = None                    # the current / last PayloadRun
+        self.dynamics_run = None                   # the current / last DynamicsRun (dynamics_run.py)
         self.payload_estimate = None               # the last successful PayloadEstimate
         self.effort = np.zeros(n)                  # the measured joint torques of the last state
         self.have_effort = False
@@ -455,8 +456,8 @@ class ControlLoop:
                         self.pending_ref = None
                         self.pose_target = None
                         self.law.reset(self.state)
-                    if self.payload_run is not None and self.payload_run.busy:   # holds where it is
-                        self._abort_payload_run("collision", restore=False)
+                    if any(r is not None and r.busy for r in (self.payload_run, self.dynamics_run)):
+                        self._abort_payload_run("collision", restore=False)       # holds where it is
                         self.law.reset(self.state)
         except ValueError as e:
             self.exception("observer", e, now)
@@ -662,9 +663,40 @@ class ControlLoop:
         return True, msg
 
     def _abort_payload_run(self, reason, restore=True):
-        run = self.payload_run
-        if run is not None and run.busy:
-            run.abort(reason, restore=restore)
+        """Abort whichever identification run (payload, dynamics) is moving the arm."""
+        for run in (self.payload_run, self.dynamics_run):
+            if run is not None and run.busy:
+                run.abort(reason, restore=restore)
+
+    def start_dynamics_id(self, now, overrides=None):
+        """Start an identification of the arm's own dynamics with the dynamics_id.* parameters
+        (overrides: {key without the prefix: value}).  Returns at once (ok, message)."""
+        from .dynamics_run import DynamicsRun
+        p = {k[len("dynamics_id."):]: v for k, v in self._p.items() if k.startswith("dynamics_id.")}
+        p.update(overrides or {})
+        try:
+            run = DynamicsRun(self, p)
+        except ValueError as e:
+            return False, f"refused: {e}"
+        msg = run.start(now, self.state.t)
+        self.dynamics_run = run
+        self._log("info" if not run.done else "warn", f"dynamics identification {msg}")
+        return not run.done, msg
+
+    def cancel_dynamics_id(self):
+        """Abort a running dynamics identification (nothing applied).  (ok, message)"""
+        run = self.dynamics_run
+        if run is None or not run.busy or run.done:
+            return False, "no dynamics identification running"
+        run.abort("cancelled")
+        return True, run.message
+
+    def dynamics_status(self):
+        """(a result is available, the running state or the last result / failure)."""
+        run = self.dynamics_run
+        if run is None:
+            return False, "no dynamics identification run yet"
+        return bool(run.ok), run.status()
 
     def cancel_payload_id(self):
         """Abort a running identification (the reference held before it is restored).  (ok, message)"""
@@ -805,13 +837,13 @@ class ControlLoop:
                 self.law.set_reference(ref)
             except ValueError as e:
                 self.reject_reference(self.pending_what, str(e), now)
-        run = self.payload_run
-        if run is not None and run.busy:
-            try:
-                run.step(now, t)
-            except Exception as e:                       # noqa: BLE001 (never the loop's problem)
-                self.exception("payload_id", e, now)
-                run.abort(f"{type(e).__name__}: {e}")
+        for run, what in ((self.payload_run, "payload_id"), (self.dynamics_run, "dynamics_id")):
+            if run is not None and run.busy:
+                try:
+                    run.step(now, t)
+                except Exception as e:                   # noqa: BLE001 (never the loop's problem)
+                    self.exception(what, e, now)
+                    run.abort(f"{type(e).__name__}: {e}")
         if self.pending_wrench:
             self.pending_wrench = False
             self._apply_target_wrench()
@@ -964,6 +996,8 @@ class ControlLoop:
             kv.append(("payload_id.state", run.status()))
             if run.estimate is not None:
                 kv.append(("payload_id.result", run.result_text()))
+        if self.dynamics_run is not None:
+            kv.append(("dynamics_id.state", self.dynamics_run.status()))
         if not self.active:
             return OK, "inactive", kv
         if self.watchdog == "tripped":

@@ -131,6 +131,33 @@ LOOP_PARAMS = [
     Spec("payload_id.attach", False, "attach the estimate to the model when the run succeeds (else "
          "~/attach_payload)", live=True),
     Spec("payload_id.name", "payload", "name of the payload in the model (attach / detach)", live=True),
+    # identification of the arm's own dynamics (control/dynamics_run.py): read at each start of a run
+    Spec("dynamics_id.period", 5.0, "period of the Fourier excitation [s]", "positive", live=True),
+    Spec("dynamics_id.periods", 2, "periods of it the estimate uses (an integer >= 1); one period of a "
+         "second excitation follows for the validation", "positive", live=True),
+    Spec("dynamics_id.harmonics", 4, "harmonics per joint (an integer >= 1)", "positive", live=True),
+    Spec("dynamics_id.vel_frac", 0.5, "peak joint speed as a fraction (0, 1] of the velocity limits", "positive",
+         live=True),
+    Spec("dynamics_id.acc_max", 3.0, "joint acceleration cap [rad/s^2]", "positive", live=True),
+    Spec("dynamics_id.margin", 0.1, "distance kept from the position limits [rad] (half of it reached aborts)",
+         "nonneg", live=True),
+    Spec("dynamics_id.inertial", False, "identify all base parameters (inertials too); false: the URDF's "
+         "inertials trusted, rotor inertia and friction per joint", live=True),
+    Spec("dynamics_id.derivative_cutoff", 50.0, "zero-phase low-pass of q before differentiating [Hz]",
+         "positive", live=True),
+    Spec("dynamics_id.cutoff", 10.0, "parallel low-pass of the regressor and the torque [Hz]", "positive",
+         live=True),
+    Spec("dynamics_id.v_min", 0.03, "a joint's rows near its velocity reversals (|v| below this) are left out "
+         "[rad/s]", "nonneg", live=True),
+    Spec("dynamics_id.scale", 1.0, "friction_scale written with the result (the fraction compensated)",
+         "nonneg", live=True),
+    Spec("dynamics_id.seed", 0, "seed of the excitation's random candidates", "nonneg", live=True),
+    Spec("dynamics_id.torque_timing", "instant", "when the measured effort of a joint state acts: instant (measured "
+         "at the state's time: a Franka's tau_J) or held_before (the effort held over the period before the state: "
+         "a simulator's applied effort, MuJoCo's and this package's sim node); the command sent is always "
+         "held over the period after it", "choices", ("instant", "held_before"), live=True),
+    Spec("dynamics_id.output", "", "write the result (every law's friction_*, armature) to this parameters "
+         "file; empty: not written (the result is still in the status)", live=True),
     Spec("payload_id.max_mass_std", 0.05, "refuse to attach an estimate whose mass std / mass exceeds this",
          "positive", live=True),
 ]

@@ -55,9 +55,9 @@ class PayloadRun:
             raise ValueError("the controller is not active")
         if not loop.have_state or loop.watchdog != "ok" or loop.latest_rejected:
             raise ValueError("no valid joint state (watchdog not ok)")
-        run = loop.payload_run
-        if run is not None and run.busy:
-            raise ValueError(f"an identification is already running ({run.status()})")
+        for run in (loop.payload_run, getattr(loop, "dynamics_run", None)):
+            if run is not None and run.busy:
+                raise ValueError(f"an identification is already running ({run.status()})")
         law = loop.law
         if law.trajectory is not None and not law.trajectory.done(loop.state.t) and law.trajectory.started:
             raise ValueError("a joint trajectory is being followed; identify once it has ended")

@@ -81,6 +81,7 @@ GENERAL_PARAMS = [
     _loop("log_throttle_period"),
     *[_loop(n) for n in _LOOP if n.startswith("observer.") or n == "cartesian_impedance.wrench_source"],
     *[_loop(n) for n in _LOOP if n.startswith("payload_id.")],
+    *[_loop(n) for n in _LOOP if n.startswith("dynamics_id.")],
     ParamSpec("diagnostics_period", 1.0, "period of /diagnostics [s]", "positive", startup=True),
     ParamSpec("executor", "single", "rclpy executor of main() for everything but the per-message path "
               "(parameters, services, references, lifecycle, diagnostics): SingleThreadedExecutor, "

@@ -35,8 +35,9 @@ class ControllerServices:
         return handler
 
     def _trigger_services(self):
-        """(service name, Trigger handler) of ~/hold, ~/tare and the payload identification services
-        (identify returns at once: the run advances with the control steps)."""
+        """(service name, Trigger handler) of ~/hold, ~/tare, the payload identification services and
+        the dynamics identification ones (identify returns at once: the runs advance with the control
+        steps)."""
         def hold(c):
             if c is None or not self.active:
                 return False, "not active with a valid joint state"
@@ -66,7 +67,22 @@ class ControllerServices:
                 return ok, message
             return self._trigger(f"payload_{what}", action)
 
+        def dynamics(what):
+            def action(c):
+                if c is None:
+                    return False, "not configured"
+                if what == "identify":
+                    if not self.active:
+                        return False, "refused: the controller is not active"
+                    return c.loop.start_dynamics_id(time.monotonic())
+                if what == "status":
+                    return c.loop.dynamics_status()
+                return c.loop.cancel_dynamics_id()
+            return self._trigger(f"dynamics_{what}", action)
+
         return [("~/tare", self._trigger("tare", tare)), ("~/hold", self._trigger("hold", hold)),
+                ("~/identify_dynamics", dynamics("identify")), ("~/identify_dynamics_status", dynamics("status")),
+                ("~/cancel_dynamics_identification", dynamics("cancel")),
                 ("~/identify_payload", payload("identify")), ("~/identify_payload_status", payload("status")),
                 ("~/cancel_payload_identification", payload("cancel")), ("~/attach_payload", payload("attach")),
                 ("~/detach_payload", payload("detach"))]

@@ -100,6 +100,7 @@ PARAMETERS = {
     "brake_release_timeout": (3.0, "... or this long [s] after the first non-zero command"),
     "damping": (0.0, "viscous joint damping [N m s/rad], all joints"),
     "friction": (0.0, "joint friction loss [N m], all joints"),
+    "armature": (0.0, "rotor inertia behind each joint's gear [kg m^2], all joints (the URDF has none)"),
     "effort_limits": (True, "clamp applied efforts at the URDF effort limits"),
     "payload.frame": ("", "frame carrying a rigid payload (MujocoSim payload); '': none"),
     "payload.mass": (0.0, "payload mass [kg]"),
@@ -189,6 +190,7 @@ class MujocoSimNode(Node):
                            com=[float(x) for x in p["payload.com"]],
                            inertia=[float(x) for x in p["payload.inertia"]])
         self.sim = MujocoSim(m, dt=self.dt, damping=float(p["damping"]), friction=float(p["friction"]),
+                             armature=float(p["armature"]),
                              ft_sensor_frame=self.ft_frame, effort_limits=bool(p["effort_limits"]),
                              payload=payload, integrator=str(p["integrator"]))
         q0 = list(p["initial_positions"] or [])
@@ -282,7 +284,8 @@ class MujocoSimNode(Node):
     def _publish_diagnostics(self):
         st = DiagnosticStatus(name=f"{self.get_name()}: mujoco sim", hardware_id=self.model.name,
                               level=DiagnosticStatus.OK, message="ok")
-        kv = [(k, str(v)) for k, v in self.stats.items()] + [("sim_time", f"{self.sim.t:.3f}")]
+        kv = [(k, str(v)) for k, v in self.stats.items()] + [("sim_time", f"{self.sim.t:.3f}"),
+                                                             ("brakes", "on" if self._braked else "off")]
         if self.rt_report is not None:
             kv += realtime.diagnostics_values(self.rt_report)
         st.values = [KeyValue(key=k, value=v) for k, v in kv]

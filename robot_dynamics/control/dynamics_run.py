@@ -1,0 +1,258 @@
+"""Identification of the arm's own dynamics run by the control loop (issue 21).  No ROS.
+
+Like the payload identification (payload_run.py), a state machine `ControlLoop` steps every control
+cycle, so every front end has it (the controller node over DDS, the Franka bridge in-process):
+
+    excite     the Fourier excitation (dynamics.identification.fourier_excitation, through the held
+               position, at rest at both ends) is the law's reference for `periods` periods; every
+               control cycle records the state and the torque
+    validate   one period of a second excitation, not used for the estimate
+    solve      on a thread of its own (seconds of numpy: not on the control thread, whose watchdog would
+               trip), the arm holding where it started: dataset() + solve(): the per-joint rotor inertia and friction (the URDF's inertials
+               trusted; `inertial` true: all base parameters), the validation torque RMS before
+               (URDF only) and after; the result as controller parameters (controller_params), written
+               to `output` when set
+    back       the excitation ends where it started, at rest: the held reference stays
+
+    run = DynamicsRun(loop, params)       # ValueError with the reason when it cannot start
+    run.start(now, t); run.step(now, t); run.abort(reason, restore=True)
+    run.done, run.ok, run.message, run.estimate, run.params, run.validation, run.status()
+
+Aborted with the reason (nothing applied, the held reference restored by a move back) on: a watchdog
+trip, a new reference, a hold, deactivation, a collision (the observer), a torque at the effort limit
+(the safety filter clamped it: the data would not be the law's), a position limit approached closer
+than `margin`, or a solve that fails (a joint not excited, NaN).
+
+Torques: the measured effort when the joint states carry it (a Franka's tau_J: measured at the
+state's instant; `torque_timing` held_before for a simulator's applied effort, held over the period
+before the state), else the command sent (+ g(q) when the driver adds gravity), which is held over the
+next control period; a held torque is paired with the state in the middle of its period (paired with the state at its
+start, the data carry a half-period lag that reads as extra viscous friction and rotor inertia).  The
+samples are put on a uniform grid of the control period (the steps come when the states do) before
+the zero-phase filtering.
+"""
+import threading
+
+import numpy as np
+
+from ..dynamics import identification as idn
+from .base import JointReference
+from .trajectory import JointTrajectory
+
+JOINT_LAWS = ("computed_torque", "joint_impedance")
+
+
+class DynamicsRun:
+    """See the module docstring.  `params`: the loop's `dynamics_id.*` values (without the prefix)."""
+
+    def __init__(self, loop, params):
+        p = dict(params)
+        if loop.law_name not in JOINT_LAWS:
+            raise ValueError(f"the active law is {loop.law_name}; the identification needs a joint law "
+                             f"({' or '.join(JOINT_LAWS)}) to follow the excitation")
+        if not loop.active:
+            raise ValueError("the controller is not active")
+        if not loop.have_state or loop.watchdog != "ok" or loop.latest_rejected:
+            raise ValueError("no valid joint state (watchdog not ok)")
+        for other in (loop.payload_run, loop.dynamics_run):
+            if other is not None and other.busy:
+                raise ValueError(f"an identification is already running ({other.status()})")
+        law = loop.law
+        if law.trajectory is not None and (not law.trajectory.started or not law.trajectory.done(loop.state.t)):
+            raise ValueError("a joint trajectory is being followed or pending; identify once it has ended")
+        if loop.pending_ref is not None:
+            raise ValueError("a new reference is pending; identify once it is being held")
+        if "start_ramp" in (loop.safety.reasons or []):
+            raise ValueError("the start ramp is on (ramp_time): identify once it has ended")
+        for key in ("period", "acc_max", "vel_frac", "cutoff"):
+            if not p[key] > 0:
+                raise ValueError(f"dynamics_id.{key}: {p[key]} must be > 0")
+        if not 0 < p["vel_frac"] <= 1:
+            raise ValueError(f"dynamics_id.vel_frac: {p['vel_frac']} must be in (0, 1]")
+        for key in ("periods", "harmonics"):
+            if float(p[key]) != int(p[key]) or int(p[key]) < 1:
+                raise ValueError(f"dynamics_id.{key}: {p[key]} must be an integer >= 1")
+        self.loop, self.p, self.model = loop, p, loop.model
+        self.inertial = bool(p["inertial"])
+        self.measured = loop.have_effort
+        if not self.measured and not loop.total_steps:
+            raise ValueError("no command sent yet and no measured effort: nothing to take torques from")
+        self.adds_gravity = loop.driver_adds_gravity
+        self.done, self.ok, self.message = False, False, ""
+        self.estimate, self.params, self.notes, self.validation = None, None, [], None
+        self.phase = "idle"
+        self.restore_pending = False
+        self.path = None
+
+    # ------------------------------------------------------------------ start
+    def start(self, now, t):
+        loop, p, m = self.loop, self.p, self.model
+        law = loop.law
+        self.q_ref = np.array(law.q_d if law.q_d is not None else loop.q, dtype=float).copy()
+        vl = np.where(np.isfinite(m.velocity_limits) & (m.velocity_limits > 0), m.velocity_limits, 1.0)
+        try:
+            kw = dict(period=p["period"], harmonics=int(p["harmonics"]), v_max=p["vel_frac"] * vl,
+                      a_max=p["acc_max"], margin=p["margin"], inertial=self.inertial)
+            self.exc = idn.fourier_excitation(m, self.q_ref, candidates=30, seed=int(p["seed"]), **kw)
+            self.val = idn.fourier_excitation(m, self.q_ref, candidates=3, seed=int(p["seed"]) + 1, **kw)
+        except ValueError as e:
+            self.abort(str(e), restore=False)
+            return f"refused: {e}"
+        self.omega = self.exc[3]
+        self.T_id = int(p["periods"]) * 2 * np.pi / self.omega
+        self.T_val = 2 * np.pi / self.val[3]
+        self.t0 = t
+        self.rec = []                                   # (t, q, v, tau) per control cycle
+        self.phase = "excite"
+        return (f"started: {int(p['periods'])} x {p['period']:.1f} s excitation (condition number "
+                f"{self.exc[4]:.1f}) + {self.T_val:.1f} s validation, "
+                f"{'all base parameters' if self.inertial else 'rotor inertia and friction per joint'}, "
+                f"torques from {'the measured effort' if self.measured else 'the command sent'}")
+
+    @property
+    def busy(self):
+        return self.phase in ("excite", "return") or self.restore_pending
+
+    # ------------------------------------------------------------------ per step
+    def step(self, now, t):
+        if self.restore_pending:
+            self.restore_pending = False
+            self._begin_move(self.q_ref)
+            self.phase = "return"
+            return
+        loop = self.loop
+        if self.phase == "return":
+            if self.traj.started and self.traj.done(t):
+                loop.law.set_reference(JointReference(self.q_ref.copy()))
+                self.phase = "finished"
+            return
+        if self.phase != "excite":
+            return
+        if "effort_limit" in (getattr(loop.safety, "reasons", None) or []):
+            lim = loop.safety.limit
+            law_tau = getattr(loop.law, "_tau", loop.tau)           # the law's command before the filter
+            j = int(np.argmax(np.abs(law_tau) / lim))
+            self.abort(f"the law's command reached the effort limit of {self.model.joint_names[j]} "
+                       f"({law_tau[j]:.2f} N m, limit {lim[j]:.2f}; the data would not be the law's): lower "
+                       f"dynamics_id.acc_max or vel_frac")
+            return
+        lo, hi = self.model.lower_limits + 0.5 * self.p["margin"], self.model.upper_limits - 0.5 * self.p["margin"]
+        if np.any(loop.q < lo) or np.any(loop.q > hi):
+            j = int(np.flatnonzero((loop.q < lo) | (loop.q > hi))[0])
+            self.abort(f"{self.model.joint_names[j]} at {loop.q[j]:.3f} rad, within half of dynamics_id.margin "
+                       f"of its limit")
+            return
+        te = t - self.t0
+        ts = loop.state_stamp if loop.state_stamp is not None else t
+        if not self.rec or ts > self.rec[-1][0]:
+            tau = loop.effort.copy() if self.measured else loop.tau.copy()     # the command held since
+            if not self.measured and self.adds_gravity:                      # the last step
+                tau += loop.gravity_backend.gravity(loop.q)
+            self.rec.append((ts, loop.q.copy(), tau))
+        if te < self.T_id:
+            ref = idn.fourier_trajectory(*self.exc[:4], np.array([te]))
+        elif te < self.T_id + self.T_val:
+            ref = idn.fourier_trajectory(*self.val[:4], np.array([te - self.T_id]))
+        else:                                   # done: hold, and solve off the control thread
+            loop.law.set_reference(JointReference(self.q_ref.copy()))
+            self.phase = "solving"
+            threading.Thread(target=self._solve, name="dynamics_id_solve", daemon=True).start()
+            return
+        loop.law.set_reference(JointReference(ref[0][0], ref[1][0], ref[2][0]))
+
+    def _grid(self, t0, t1):
+        """(t, q, tau) on a uniform grid of the control period over [t0, t1)."""
+        ts = np.array([r[0] for r in self.rec])
+        Q = np.array([r[1] for r in self.rec])
+        tau = np.array([r[2] for r in self.rec])
+        if not self.measured or self.p["torque_timing"] == "held_before":
+            # tau recorded at k was held over [k-1, k]: pair it with the state in the middle
+            ts, Q, tau = 0.5 * (ts[:-1] + ts[1:]), 0.5 * (Q[:-1] + Q[1:]), tau[1:]
+        h = self.loop.period
+        g = np.arange(t0, t1, h)
+        g = g[(g >= ts[0]) & (g <= ts[-1])]
+        return g, np.column_stack([np.interp(g, ts, Q[:, j]) for j in range(Q.shape[1])]), \
+            np.column_stack([np.interp(g, ts, tau[:, j]) for j in range(tau.shape[1])])
+
+    def _solve(self):
+        p, m = self.p, self.model
+        try:
+            if len(self.rec) < 100:
+                raise ValueError(f"{len(self.rec)} samples: the joint states did not come")
+            t, q, tau = self._grid(self.t0, self.t0 + self.T_id)
+            kw = dict(derivative_cutoff=p["derivative_cutoff"], cutoff=p["cutoff"], v_min=p["v_min"])
+            W, y, mask = idn.dataset(m, t, q, tau, inertial=self.inertial, **kw)
+            base = idn.base_parameters(m, inertial=self.inertial)
+            prior = idn.prior_parameters(m, inertial=self.inertial)
+            est = idn.solve(W, y, base, theta_prior=prior, mask=mask)
+            tv, qv, tauv = self._grid(self.t0 + self.T_id, self.t0 + self.T_id + self.T_val)
+            Wj, yj, _ = idn.dataset(m, tv, qv, tauv, inertial=False, **kw)          # tau - URDF model
+            before = np.sqrt(np.mean(yj ** 2, axis=0))
+            if self.inertial:
+                Wf, tf, _ = idn.dataset(m, tv, qv, tauv, inertial=True, **kw)
+                after = np.sqrt(np.mean((tf - est.predict(Wf)) ** 2, axis=0))
+            else:
+                after = np.sqrt(np.mean((yj - est.predict(Wj)) ** 2, axis=0))
+        except Exception as e:                 # noqa: BLE001 (a thread of its own: reported, never raised)
+            self.done, self.ok, self.phase = True, False, "aborted"
+            self.message = f"aborted: {e if isinstance(e, ValueError) else f'{type(e).__name__}: {e}'}; nothing applied"
+            self.loop._log("warn", f"dynamics identification {self.message}")
+            return
+        self.estimate = est
+        self.validation = {"rms_urdf": before, "rms_identified": after}
+        self.params, self.notes = idn.controller_params(est, m, self.loop.joints, scale=p["scale"])
+        message = self.result_text()
+        if p["output"]:
+            try:
+                self.path = idn.write_params_yaml(p["output"], self.params, comment=message)
+                message += f"; written to {self.path}"
+            except OSError as e:
+                message += f"; not written to {p['output']}: {e}"
+        self.message = message
+        self.ok = self.done = True
+        self.phase = "finished"
+        self.loop._log("info", f"dynamics identification: {self.message}")
+
+    def _begin_move(self, target):
+        loop = self.loop
+        vl = np.where(np.isfinite(self.model.velocity_limits), self.model.velocity_limits, 1.0)
+        T = max(1.0, 15.0 / 8.0 * float(np.max(np.abs(target - loop.q) / (self.p["vel_frac"] * vl))))
+        self.traj = JointTrajectory([T], [target], lower=None, upper=None)
+        loop.law.set_reference(self.traj)
+
+    # ------------------------------------------------------------------ ending
+    def abort(self, reason, restore=True):
+        if not self.busy and self.phase != "idle":
+            return
+        if self.phase == "return":                     # interrupted on the way back
+            self.restore_pending = restore
+            return
+        self.done, self.ok = True, False
+        self.message = f"aborted: {reason}; nothing applied"
+        self.phase = "aborted"
+        self.restore_pending = restore
+        if restore:
+            self.message += "; returning to the previous reference"
+        self.loop._log("warn", f"dynamics identification {self.message}")
+
+    # ------------------------------------------------------------------ reporting
+    def status(self):
+        if self.phase == "excite":
+            te = self.loop.state.t - self.t0
+            what = "excitation" if te < self.T_id else "validation"
+            return f"{what} {te:.1f} / {self.T_id + self.T_val:.1f} s"
+        if self.phase == "return":
+            return f"{self.message} (moving back)"
+        if self.phase == "solving":
+            return "solving (the arm holds the position the excitation started from)"
+        return self.message or self.phase
+
+    def result_text(self):
+        terms = self.estimate.joint_terms(self.model)
+        f = lambda a: np.array2string(np.asarray(a), precision=3, suppress_small=True)  # noqa: E731
+        v = self.validation
+        ratio = np.max(v["rms_identified"] / np.maximum(v["rms_urdf"], 1e-12))
+        return (f"Ia {f(terms['Ia'][0])} kg m^2, fv {f(terms['fv'][0])} N m s/rad, fc {f(terms['fc'][0])} N m, "
+                f"offset {f(terms['off'][0])} N m (model order); validation torque RMS {f(v['rms_identified'])} "
+                f"N m against {f(v['rms_urdf'])} with the URDF alone (worst ratio {ratio:.2f}); "
+                f"cond {self.estimate.cond:.0f}" + (f"; {'; '.join(self.notes)}" if self.notes else ""))

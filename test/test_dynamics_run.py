@@ -1,0 +1,111 @@
+"""The dynamics identification run by the control loop (control/dynamics_run.py), ROS-free, on a MuJoCo
+plant with per-joint armature, damping and friction loss the test draws (the oracle), the loop's
+commands applied to it each millisecond as a driver would.  Also the aborts: a reference, a watchdog
+trip, a cancel, a law that cannot run it."""
+import numpy as np
+import pytest
+import yaml
+
+pytest.importorskip("mujoco")
+pytest.importorskip("scipy")
+
+from robot_dynamics.control import ControlLoop  # noqa: E402
+from robot_dynamics.control.base import JointReference  # noqa: E402
+from robot_dynamics.dynamics import Model  # noqa: E402
+from robot_dynamics.sim.mujoco_sim import MujocoSim  # noqa: E402
+
+DT = 0.001
+Q0 = np.array([0.0, -0.5, 0.0, -2.0, 0.0, 1.6, 0.8])
+TOL = 0.10                 # relative: Ia, fv, fc vs the plant's (issue 21's figure)
+VALIDATION_RATIO = 0.25    # validation torque RMS, identified / URDF only (issue 21)
+
+
+def rig(params=None, seed=5):
+    model = Model.from_robot("panda")
+    rng = np.random.default_rng(seed)
+    plant = {"armature": rng.uniform(0.05, 0.2, 7), "damping": rng.uniform(0.1, 0.5, 7),
+             "friction": rng.uniform(0.2, 1.0, 7)}
+    sim = MujocoSim(model, limits=False, **plant)
+    sim.reset(Q0)
+    loop = ControlLoop.from_params(model, {"controller": "joint_impedance", "watchdog_timeout": 0.05,
+                                           "torque_rate_limit": 1e5, **(params or {})})
+    loop.activate(0.0)
+    return model, sim, loop, plant
+
+
+def run_for(loop, sim, t0, seconds, until=None, effort=False):
+    """The loop drives the plant: each ms the state (with the effort MuJoCo applied over the step that
+    led to it, when `effort`), a step, the command applied for one ms."""
+    k0 = int(round(t0 / DT))
+    for k in range(k0, k0 + int(round(seconds / DT))):
+        now = k * DT
+        loop.update_state(sim.q, sim.v, now, effort=sim.measured_effort if effort else None)
+        tau, _ = loop.step(now)
+        sim.step(tau)
+        if until is not None and until():
+            return (k + 1) * DT
+    return (k0 + int(round(seconds / DT))) * DT
+
+
+@pytest.mark.parametrize("effort", [False, True], ids=["command", "measured_effort"])
+def test_the_loop_identifies_friction_and_rotor_inertia_and_writes_them(tmp_path, effort):
+    """From the command sent, and from the measured effort (MuJoCo's, held over the step before the
+    state: torque_timing held_before)."""
+    out = tmp_path / "dynamics.yaml"
+    model, sim, loop, plant = rig({"dynamics_id.output": str(out), "dynamics_id.acc_max": 6.0,
+                                   "dynamics_id.torque_timing": "held_before" if effort else "instant"})
+    t = run_for(loop, sim, 0.0, 1.0, effort=effort)      # start ramp, then holding Q0
+    ok, msg = loop.start_dynamics_id(t)
+    assert ok, msg
+    assert ("measured effort" in msg) == effort, msg
+    run = loop.dynamics_run
+    t = run_for(loop, sim, t, 30.0, until=lambda: run.phase == "solving" or run.done, effort=effort)
+    while not run.done:                                  # the solve's own thread; the loop holds meanwhile
+        t = run_for(loop, sim, t, 0.05, effort=effort)
+    assert run.ok, run.message
+    terms = run.estimate.joint_terms(model)
+    for key, truth in (("Ia", plant["armature"]), ("fv", plant["damping"]), ("fc", plant["friction"])):
+        err = np.abs(terms[key][0] / truth - 1.0)
+        assert np.all(err < TOL), f"{key}: {np.round(terms[key][0], 4)} vs {np.round(truth, 4)}"
+    v = run.validation
+    assert np.all(v["rms_identified"] <= VALIDATION_RATIO * v["rms_urdf"]), v
+    # the parameters file: every law's friction and the armature, in joints order
+    loaded = yaml.safe_load(open(out))["/**"]["ros__parameters"]
+    np.testing.assert_allclose(loaded["armature"], terms["Ia"][0], rtol=1e-9)
+    np.testing.assert_allclose(loaded["computed_torque.friction_coulomb"], terms["fc"][0], rtol=1e-9)
+    assert loaded["joint_impedance.friction_compensation"] is True
+    assert model.tree.armature_v is None                 # nothing applied by the run itself
+    run_for(loop, sim, t, 1.0)
+    assert np.max(np.abs(sim.q - Q0)) < 0.01             # held where it started
+    ok, status = loop.dynamics_status()
+    assert ok and "validation torque RMS" in status
+
+
+def test_aborts_with_a_reason_and_restores_the_reference():
+    model, sim, loop, _ = rig()
+    t = run_for(loop, sim, 0.0, 1.0)
+    assert loop.start_dynamics_id(t)[0]
+    run = loop.dynamics_run
+    t = run_for(loop, sim, t, 1.0)
+    ok, msg = loop.cancel_dynamics_id()
+    assert ok and run.done and not run.ok and "cancelled" in run.message and "nothing applied" in run.message
+    t = run_for(loop, sim, t, 3.0)                       # moved back to the held position
+    assert np.max(np.abs(sim.q - Q0)) < 0.01 and run.phase == "finished"
+    # a user reference takes over: aborted, not restored (the new reference is followed)
+    assert loop.start_dynamics_id(t)[0]
+    run = loop.dynamics_run
+    t = run_for(loop, sim, t, 0.5)
+    loop.set_reference(JointReference(Q0 + 0.05), now=t)
+    t = run_for(loop, sim, t, 0.01)
+    assert run.done and not run.ok and "reference" in run.message
+    # a watchdog trip (the states stop)
+    t = run_for(loop, sim, t, 2.0)
+    assert loop.start_dynamics_id(t)[0]
+    run = loop.dynamics_run
+    t = run_for(loop, sim, t, 0.3)
+    loop.step(t + 0.2)                                   # no state for 0.2 s > watchdog_timeout
+    assert run.done and not run.ok and "watchdog" in run.message
+    # a law that cannot follow an excitation
+    _, _, g_loop, _ = rig({"controller": "gravity_compensation"})
+    ok, msg = g_loop.start_dynamics_id(0.0)
+    assert not ok and "joint law" in msg

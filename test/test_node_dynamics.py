@@ -1,0 +1,98 @@
+"""Issue 21, node side: the arm's own dynamics identified by the controller node over DDS.
+
+One sim node whose joints have damping, friction loss and rotor inertia this test sets (the oracle),
+and one controller node (joint_impedance), as processes: ~/identify_dynamics, its status, the
+parameters file it writes.  No timed assertion: results are waited for with generous timeouts."""
+import time
+
+import numpy as np
+import pytest
+
+CTL = "/torque_controller"
+PLANT = {"damping": 0.3, "friction": 0.5, "armature": 0.1}
+TOL = 0.10                       # relative, every joint (issue 21; measured within 4 % over DDS)
+
+
+@pytest.mark.slow
+def test_node_identifies_friction_and_rotor_inertia(ros, tmp_path):
+    import yaml
+    from std_srvs.srv import Trigger
+
+    from robot_dynamics.dynamics import Model
+    from robot_dynamics.nodes.probe import Probe
+    from robot_dynamics.nodes.processes import RT_TEST, NodeProcesses, start_sim_and_controller
+    model = Model.from_robot("panda")
+    procs = NodeProcesses(log_dir=tmp_path)
+    probe = Probe(joints=model.joint_names, name="dynamics_probe")
+    clients = {s: probe.create_client(Trigger, f"{CTL}/{s}") for s in ("identify_dynamics", "identify_dynamics_status")}
+    out = tmp_path / "dynamics.yaml"
+    from diagnostic_msgs.msg import DiagnosticArray
+    sim_diag = {}
+
+    def on_diag(msg):
+        for st in msg.status:
+            if st.name.startswith("mujoco_sim:"):
+                sim_diag.update({kv.key: kv.value for kv in st.values})
+    probe.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
+
+    def logs():
+        return "\n".join(procs.log(p)[-3000:] for p in procs.procs)
+
+    def call(srv):
+        cli = clients[srv]
+        assert cli.wait_for_service(timeout_sec=30.0), srv
+        fut = cli.call_async(Trigger.Request())
+        t_end = time.monotonic() + 30.0
+        while not fut.done() and time.monotonic() < t_end:
+            procs.check_alive()
+            time.sleep(0.01)
+        assert fut.done(), f"{srv}: no response"
+        return fut.result().success, fut.result().message
+
+    def until(pred, timeout, poll=0.5):
+        t_end = time.monotonic() + timeout
+        while time.monotonic() < t_end:
+            if pred():
+                return True
+            procs.check_alive()
+            time.sleep(poll)
+        return False
+
+    try:
+        # the sim's effort is what it applied over the step before the state: torque_timing held_before
+        start_sim_and_controller(
+            procs, "panda", "joint_impedance", sim_params=dict(PLANT),
+            controller_params={"dynamics_id.period": 4.0, "dynamics_id.periods": 2, "dynamics_id.acc_max": 4.0,
+                               "dynamics_id.torque_timing": "held_before", "dynamics_id.output": str(out)},
+            realtime=RT_TEST)
+        probe.start()
+        assert probe.wait_for(lambda: probe.q is not None, 60.0, check=procs.check_alive), logs()
+        got = {}
+        # the sim holds the arm on its brakes until the controller's command has settled: an excitation
+        # started before that pulls against them (the law's command then saturates: the run aborts)
+        assert until(lambda: sim_diag.get("brakes") == "off", 60.0), f"{sim_diag}\n{logs()}"
+
+        def started():
+            ok, got["start"] = call("identify_dynamics")
+            return ok
+        assert until(started, 60.0), f"{got.get('start')}\n{logs()}"
+        assert "measured effort" in got["start"], got["start"]
+
+        def finished():
+            got["status"] = call("identify_dynamics_status")
+            return got["status"][0] or "aborted" in got["status"][1]
+        assert until(finished, 180.0), f"{got.get('status')}\n{logs()}"
+        ok, status = got["status"]
+        assert ok, f"{status}\n{logs()}"
+        assert until(out.exists, 10.0), status
+        p = yaml.safe_load(open(out))["/**"]["ros__parameters"]
+        ia, fv, fc = (np.array(p[k]) for k in ("armature", "joint_impedance.friction_viscous",
+                                                "joint_impedance.friction_coulomb"))
+        print(f"\nDDS: Ia {np.round(ia, 4)}, fv {np.round(fv, 4)}, fc {np.round(fc, 4)}; {status}")
+        for name, got_v, truth in (("Ia", ia, PLANT["armature"]), ("fv", fv, PLANT["damping"]),
+                                   ("fc", fc, PLANT["friction"])):
+            assert np.all(np.abs(got_v / truth - 1.0) < TOL), f"{name}: {got_v} vs {truth}"
+    finally:
+        probe.stop()
+        probe.destroy_node()
+        procs.stop_all()
