@@ -86,32 +86,44 @@ class DynamicsRun:
 
     # ------------------------------------------------------------------ start
     def start(self, now, t):
-        loop, p, m = self.loop, self.p, self.model
-        law = loop.law
-        self.q_ref = np.array(law.q_d if law.q_d is not None else loop.q, dtype=float).copy()
+        """Returns at once: the excitations are chosen on a thread of their own (some 0.5 s of numpy,
+        not under the caller's lock nor on the control thread), the arm holding meanwhile; the first
+        step after that starts the excitation."""
+        p = self.p
+        self.q_ref = np.array(self.loop.law.q_d if self.loop.law.q_d is not None else self.loop.q, dtype=float).copy()
+        self._prepared = None
+        self.phase = "preparing"
+        threading.Thread(target=self._prepare, name="dynamics_id_prepare", daemon=True).start()
+        return (f"started: {int(p['periods'])} x {p['period']:.1f} s excitation + one period of another for "
+                f"the validation, {'all base parameters' if self.inertial else 'rotor inertia and friction per joint'}, "
+                f"torques from {'the measured effort' if self.measured else 'the command sent'}")
+
+    def _prepare(self):
+        p, m = self.p, self.model
         vl = np.where(np.isfinite(m.velocity_limits) & (m.velocity_limits > 0), m.velocity_limits, 1.0)
         try:
             kw = dict(period=p["period"], harmonics=int(p["harmonics"]), v_max=p["vel_frac"] * vl,
                       a_max=p["acc_max"], margin=p["margin"], inertial=self.inertial)
-            self.exc = idn.fourier_excitation(m, self.q_ref, candidates=30, seed=int(p["seed"]), **kw)
-            self.val = idn.fourier_excitation(m, self.q_ref, candidates=3, seed=int(p["seed"]) + 1, **kw)
-        except ValueError as e:
-            self.abort(str(e), restore=False)
-            return f"refused: {e}"
-        self.omega = self.exc[3]
-        self.T_id = int(p["periods"]) * 2 * np.pi / self.omega
-        self.T_val = 2 * np.pi / self.val[3]
+            exc = idn.fourier_excitation(m, self.q_ref, candidates=30, seed=int(p["seed"]), **kw)
+            val = idn.fourier_excitation(m, self.q_ref, candidates=3, seed=int(p["seed"]) + 1, **kw)
+            self._prepared = (exc, val)
+        except Exception as e:                 # noqa: BLE001 (reported by the next step)
+            self._prepared = e
+
+    def _begin_excitation(self, t):
+        exc, val = self._prepared
+        self.exc, self.val = exc, val
+        self.T_id = int(self.p["periods"]) * 2 * np.pi / exc[3]
+        self.T_val = 2 * np.pi / val[3]
         self.t0 = t
-        self.rec = []                                   # (t, q, v, tau) per control cycle
+        self.rec = []                                   # (t, q, tau) per control cycle
         self.phase = "excite"
-        return (f"started: {int(p['periods'])} x {p['period']:.1f} s excitation (condition number "
-                f"{self.exc[4]:.1f}) + {self.T_val:.1f} s validation, "
-                f"{'all base parameters' if self.inertial else 'rotor inertia and friction per joint'}, "
-                f"torques from {'the measured effort' if self.measured else 'the command sent'}")
+        self.loop._log("info", f"dynamics identification: excitation started (condition number {exc[4]:.1f}, "
+                               f"{self.T_id:.1f} s + {self.T_val:.1f} s validation)")
 
     @property
     def busy(self):
-        return self.phase in ("excite", "return") or self.restore_pending
+        return self.phase in ("preparing", "excite", "return") or self.restore_pending
 
     # ------------------------------------------------------------------ per step
     def step(self, now, t):
@@ -125,6 +137,13 @@ class DynamicsRun:
             if self.traj.started and self.traj.done(t):
                 loop.law.set_reference(JointReference(self.q_ref.copy()))
                 self.phase = "finished"
+            return
+        if self.phase == "preparing":
+            if isinstance(self._prepared, Exception):
+                e = self._prepared
+                self.abort(str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}", restore=False)
+            elif self._prepared is not None:
+                self._begin_excitation(t)
             return
         if self.phase != "excite":
             return
@@ -237,6 +256,8 @@ class DynamicsRun:
 
     # ------------------------------------------------------------------ reporting
     def status(self):
+        if self.phase == "preparing":
+            return "choosing the excitation"
         if self.phase == "excite":
             te = self.loop.state.t - self.t0
             what = "excitation" if te < self.T_id else "validation"
