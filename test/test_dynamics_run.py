@@ -35,11 +35,13 @@ def rig(params=None, seed=5):
 
 def run_for(loop, sim, t0, seconds, until=None, effort=False):
     """The loop drives the plant: each ms the state (with the effort MuJoCo applied over the step that
-    led to it, when `effort`), a step, the command applied for one ms."""
+    led to it, and a header stamp on a clock of its own, when `effort`), a step, the command applied
+    for one ms."""
     k0 = int(round(t0 / DT))
     for k in range(k0, k0 + int(round(seconds / DT))):
         now = k * DT
-        loop.update_state(sim.q, sim.v, now, effort=sim.measured_effort if effort else None)
+        loop.update_state(sim.q, sim.v, now, stamp=now + 1234.5 if effort else None,
+                          effort=sim.measured_effort if effort else None)
         tau, _ = loop.step(now)
         sim.step(tau)
         if until is not None and until():

@@ -198,13 +198,14 @@ class DynamicsRun:
         try:
             if len(self.rec) < 100:
                 raise ValueError(f"{len(self.rec)} samples: the joint states did not come")
-            t, q, tau = self._grid(self.t0, self.t0 + self.T_id)
+            s0 = self.rec[0][0]                # the windows on the states' own clock (their stamps)
+            t, q, tau = self._grid(s0, s0 + self.T_id)
             kw = dict(derivative_cutoff=p["derivative_cutoff"], cutoff=p["cutoff"], v_min=p["v_min"])
             W, y, mask = idn.dataset(m, t, q, tau, inertial=self.inertial, **kw)
             base = idn.base_parameters(m, inertial=self.inertial)
             prior = idn.prior_parameters(m, inertial=self.inertial)
             est = idn.solve(W, y, base, theta_prior=prior, mask=mask)
-            tv, qv, tauv = self._grid(self.t0 + self.T_id, self.t0 + self.T_id + self.T_val)
+            tv, qv, tauv = self._grid(s0 + self.T_id, s0 + self.T_id + self.T_val)
             Wj, yj, _ = idn.dataset(m, tv, qv, tauv, inertial=False, **kw)          # tau - URDF model
             before = np.sqrt(np.mean(yj ** 2, axis=0))
             if self.inertial:
