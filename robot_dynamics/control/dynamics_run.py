@@ -37,9 +37,8 @@ import numpy as np
 
 from ..dynamics import identification as idn
 from .base import JointReference
+from .payload_run import check_can_start
 from .trajectory import JointTrajectory
-
-JOINT_LAWS = ("computed_torque", "joint_impedance")
 
 
 class DynamicsRun:
@@ -47,21 +46,7 @@ class DynamicsRun:
 
     def __init__(self, loop, params):
         p = dict(params)
-        if loop.law_name not in JOINT_LAWS:
-            raise ValueError(f"the active law is {loop.law_name}; the identification needs a joint law "
-                             f"({' or '.join(JOINT_LAWS)}) to follow the excitation")
-        if not loop.active:
-            raise ValueError("the controller is not active")
-        if not loop.have_state or loop.watchdog != "ok" or loop.latest_rejected:
-            raise ValueError("no valid joint state (watchdog not ok)")
-        for other in (loop.payload_run, loop.dynamics_run):
-            if other is not None and other.busy:
-                raise ValueError(f"an identification is already running ({other.status()})")
-        law = loop.law
-        if law.trajectory is not None and (not law.trajectory.started or not law.trajectory.done(loop.state.t)):
-            raise ValueError("a joint trajectory is being followed or pending; identify once it has ended")
-        if loop.pending_ref is not None:
-            raise ValueError("a new reference is pending; identify once it is being held")
+        check_can_start(loop, "the identification", "follow the excitation")
         if "start_ramp" in (loop.safety.reasons or []):
             raise ValueError("the start ramp is on (ramp_time): identify once it has ended")
         for key in ("period", "acc_max", "vel_frac", "cutoff"):

@@ -683,35 +683,34 @@ class ControlLoop:
         self._log("info" if not run.done else "warn", f"dynamics identification {msg}")
         return not run.done, msg
 
-    def cancel_dynamics_id(self):
-        """Abort a running dynamics identification (nothing applied).  (ok, message)"""
-        run = self.dynamics_run
+    @staticmethod
+    def _cancel_run(run, what):
         if run is None or not run.busy or run.done:
-            return False, "no dynamics identification running"
+            return False, f"no {what} running"
         run.abort("cancelled")
         return True, run.message
+
+    @staticmethod
+    def _run_status(run, what):
+        if run is None:
+            return False, f"no {what} run yet"
+        return bool(run.ok), run.status()
+
+    def cancel_dynamics_id(self):
+        """Abort a running dynamics identification (nothing applied).  (ok, message)"""
+        return self._cancel_run(self.dynamics_run, "dynamics identification")
 
     def dynamics_status(self):
         """(a result is available, the running state or the last result / failure)."""
-        run = self.dynamics_run
-        if run is None:
-            return False, "no dynamics identification run yet"
-        return bool(run.ok), run.status()
+        return self._run_status(self.dynamics_run, "dynamics identification")
 
     def cancel_payload_id(self):
         """Abort a running identification (the reference held before it is restored).  (ok, message)"""
-        run = self.payload_run
-        if run is None or not run.busy or run.done:
-            return False, "no identification running"
-        run.abort("cancelled")
-        return True, run.message
+        return self._cancel_run(self.payload_run, "identification")
 
     def payload_status(self):
         """(a result is available, the running state or the last result / failure)."""
-        run = self.payload_run
-        if run is None:
-            return False, "no identification run yet"
-        return bool(run.ok), run.status()
+        return self._run_status(self.payload_run, "identification")
 
     def attach_payload_estimate(self):
         """Attach the last estimate to the model (law, safety fallback and observer use it from the

@@ -43,26 +43,33 @@ def _default_frame(model):
     return "panda_hand_tcp" if "panda_hand_tcp" in names else names[-1]
 
 
+def check_can_start(loop, what, purpose):
+    """The conditions every identification run needs of the loop before it may move the arm (ValueError
+    with the reason): a joint law, active, a valid joint state, no other run going, no trajectory being
+    followed or pending."""
+    if loop.law_name not in JOINT_LAWS:
+        raise ValueError(f"the active law is {loop.law_name}; {what} needs a joint "
+                         f"law ({' or '.join(JOINT_LAWS)}) to {purpose}")
+    if not loop.active:
+        raise ValueError("the controller is not active")
+    if not loop.have_state or loop.watchdog != "ok" or loop.latest_rejected:
+        raise ValueError("no valid joint state (watchdog not ok)")
+    for run in (loop.payload_run, getattr(loop, "dynamics_run", None)):
+        if run is not None and run.busy:
+            raise ValueError(f"an identification is already running ({run.status()})")
+    law = loop.law
+    if law.trajectory is not None and not law.trajectory.done(loop.state.t) and law.trajectory.started:
+        raise ValueError("a joint trajectory is being followed; identify once it has ended")
+    if loop.pending_ref is not None or law.trajectory is not None and not law.trajectory.started:
+        raise ValueError("a new reference is pending; identify once it is being held")
+
+
 class PayloadRun:
     """See the module docstring.  `params`: the loop's `payload_id.*` values (without the prefix)."""
 
     def __init__(self, loop, params):
         p = dict(params)
-        if loop.law_name not in JOINT_LAWS:
-            raise ValueError(f"the active law is {loop.law_name}; payload identification needs a joint "
-                             f"law ({' or '.join(JOINT_LAWS)}) to move the arm through its poses")
-        if not loop.active:
-            raise ValueError("the controller is not active")
-        if not loop.have_state or loop.watchdog != "ok" or loop.latest_rejected:
-            raise ValueError("no valid joint state (watchdog not ok)")
-        for run in (loop.payload_run, getattr(loop, "dynamics_run", None)):
-            if run is not None and run.busy:
-                raise ValueError(f"an identification is already running ({run.status()})")
-        law = loop.law
-        if law.trajectory is not None and not law.trajectory.done(loop.state.t) and law.trajectory.started:
-            raise ValueError("a joint trajectory is being followed; identify once it has ended")
-        if loop.pending_ref is not None or law.trajectory is not None and not law.trajectory.started:
-            raise ValueError("a new reference is pending; identify once it is being held")
+        check_can_start(loop, "payload identification", "move the arm through its poses")
         n = int(p["poses"]) if float(p["poses"]) == int(p["poses"]) else -1
         if n < 3:
             raise ValueError(f"payload_id.poses: {p['poses']} must be an integer >= 3")
