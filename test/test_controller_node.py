@@ -556,3 +556,39 @@ def test_reconfigure_ramps_from_the_command_the_driver_holds(rig):
     first = rig.command_for(ARM, Q0)
     step = rate / f
     assert np.max(np.abs(first - g)) <= step + 1e-9, (first, g)
+
+
+def test_safety_envelope_over_ros_parameters_stop_and_resume(rig):
+    """The Cartesian envelope set live by ROS parameters (safety.*: a string[] and double[]s), on
+    gravity compensation at rest: with the tcp 2 cm under a plane the command is g(q) + J_v^T n k
+    (margin - s) (reference backend: its FK and Jacobian, the numbers set here); the violation lasting
+    safety.stop_time stops the arm (ERROR on /diagnostics); ~/resume is refused while the tcp is
+    outside and accepted once a state puts it inside.  A bad value is refused with its reason."""
+    from robot_dynamics.dynamics import make_backend
+    ref = make_backend(_MODEL, "reference")
+    node = rig.controller(watchdog_timeout=5.0, **FAST)
+    wait_active(rig, node)
+    tcp = "panda_hand_tcp"
+    _, p = ref.frame_placement(Q0, tcp)
+    k, margin, d = 800.0, 0.05, float(p[2]) + 0.02          # the plane z >= d: the tcp 2 cm under it
+    pc = rig.param_client(node)
+    res = rig.set_params(pc, [Parameter("safety.planes", value=[0.0, 0.0, 1.0])])
+    assert not res[0].successful and "4 numbers per entry" in res[0].reason, res[0].reason
+    res = rig.set_params(pc, [Parameter("safety.frames", value=[tcp]), Parameter("safety.planes", value=[0.0, 0.0, 1.0, d]),
+                              Parameter("safety.stiffness", value=k), Parameter("safety.margin", value=margin),
+                              Parameter("safety.stop_time", value=0.3)])
+    assert all(r.successful for r in res), [r.reason for r in res]
+    J = ref.frame_jacobian(Q0, tcp, "local_world_aligned")[:3]
+    expected = gravity(Q0) + J.T @ (np.array([0.0, 0.0, 1.0]) * k * (margin - (p[2] - d)))
+    rig.settle(ARM, Q0, lambda c: np.allclose(c, expected, atol=1e-6), "the repulsion on top of g(q)")
+    wait_for(lambda: rig.diagnostics(node)[0].get("envelope.state") in ("stopping", "stopped"), what="an envelope stop",
+             every=lambda: (rig.publish(ARM, Q0), time.sleep(0.01)))
+    assert "safety envelope stop" in rig.diagnostics(node)[1]
+    res = rig.call(Trigger, f"/{node.get_name()}/resume", Trigger.Request())
+    assert not res.success and "still violated" in res.message, res.message
+    q_in = Q0.copy()
+    q_in[3] += 0.3                                        # the elbow bent: the tcp higher, inside
+    assert ref.frame_placement(q_in, tcp)[1][2] > d
+    rig.command_for(ARM, q_in)
+    res = rig.call(Trigger, f"/{node.get_name()}/resume", Trigger.Request())
+    assert res.success, res.message

@@ -68,7 +68,8 @@ import numpy as np
 from ..dynamics import make_backend
 from .base import CartesianReference, JointReference, State, check_vector
 from .cartesian_trajectory import CartesianTrajectory
-from .params import SAFETY_KEYS, SIX_KEYS, Unset, check_value, loop_param_specs
+from .envelope import SafetyEnvelope
+from .params import ENVELOPE_KEYS, SAFETY_KEYS, SIX_KEYS, Unset, check_value, loop_param_specs
 from .safety import SafetyFilter, SafetyParams
 from .trajectory import JointTrajectory
 from .wrench import WrenchProcessor
@@ -217,6 +218,7 @@ class ControlLoop:
             raise ValueError(f"{self.law_name} parameters: {e}") from None
         self.period = 1.0 / p["update_rate"]
         self.safety = SafetyFilter(m, self._safety_params(p))
+        self.envelope = SafetyEnvelope(m, {ENVELOPE_KEYS[k]: self._envelope_value(k, p[k]) for k in ENVELOPE_KEYS})
         self.cartesian = self.law_name == "cartesian_impedance"
         self.wrench_proc = None
         self.wrench_frame_error = None
@@ -314,6 +316,12 @@ class ControlLoop:
             return None if not v else self._to_model_order(v)
         return v
 
+    @staticmethod
+    def _envelope_value(key, v):
+        if v is None:                                  # not set
+            return "" if key == "safety.force_frame" else []
+        return v
+
     def _safety_params(self, p):
         d = {SAFETY_KEYS[k]: self._safety_value(k, p[k]) for k in SAFETY_KEYS}
         if "command_period" in SafetyParams.__dataclass_fields__:
@@ -325,7 +333,7 @@ class ControlLoop:
         value nothing changes.  Keys of other laws are validated only; keys that are not loop
         parameters are ignored; parameters read at construction only ('controller', 'joints',
         'backend', 'update_rate', the wrench processing) are rejected.  Returns (ok, reason)."""
-        errors, law_updates, safety_updates, plain = [], {}, {}, {}
+        errors, law_updates, safety_updates, envelope_updates, plain = [], {}, {}, {}, {}
         for name, v in params.items():
             s = self._specs.get(name)
             if s is None:
@@ -341,6 +349,8 @@ class ControlLoop:
                 if v != self._p.get(name):
                     errors.append(f"{name}: read at configure only (reconfigure to change it)")
                 continue
+            if v is None and name in ENVELOPE_KEYS:
+                v = self._envelope_value(name, v)
             if v is None and name != "effort_limits":         # effort_limits unset: the URDF's
                 errors.append(f"{name}: cannot be unset while configured")
                 continue
@@ -352,11 +362,15 @@ class ControlLoop:
                 law_updates[s.law_key] = self._law_value(s, v)
             elif name in SAFETY_KEYS:
                 safety_updates[SAFETY_KEYS[name]] = self._safety_value(name, v)
+            elif name in ENVELOPE_KEYS:
+                envelope_updates[ENVELOPE_KEYS[name]] = v
             plain[name] = v
         if errors:
             return False, "; ".join(errors)
-        old_safety = self.safety.params
+        old_safety, old_envelope = self.safety.params, self.envelope.params
         try:
+            if envelope_updates:
+                self.envelope.set_params(envelope_updates)
             if self.observer is not None and ("observer.threshold" in plain or "observer.release" in plain):
                 thr = self._obs_threshold(plain.get("observer.threshold", self._p["observer.threshold"]))
                 self.observer.set_threshold(thr, plain.get("observer.release", self._p["observer.release"]))
@@ -366,6 +380,7 @@ class ControlLoop:
                 self.law.set_params(law_updates)
         except ValueError as e:
             self.safety.set_params(old_safety)
+            self.envelope.set_params(old_envelope)
             return False, str(e)
         self._p.update(plain)
         if "log_throttle_period" in plain:
@@ -852,6 +867,8 @@ class ControlLoop:
         elif self.cartesian:
             self._process_wrench(now, dt)
         tau = self.law.compute(st)
+        if self.envelope.enabled:
+            tau = self._envelope(tau, st, dt, now)
         fallback = self._safe_torque if self._p["safe_command"] == "gravity" else None
         # the rate limit from when the last command left, the start ramp by the step clock (the time
         # since the last command left leaves out each step's own duration: a busy loop ramped slower)
@@ -860,6 +877,29 @@ class ControlLoop:
         self.safe_reached = False
         self.total_steps += 1
         return self.tau
+
+    def _envelope(self, tau, st, dt, now):
+        """The Cartesian envelope on the law's command; a stop that starts here is logged, counted and
+        ends any identification run."""
+        env = self.envelope
+        was = env.state
+        tau = env.apply(tau, st.q, st.v, dt, self.law.gravity_enabled, self.safety.limit)
+        if env.state == "stopping" and was not in ("stopping", "stopped"):
+            self.counts["envelope.stops"] += 1
+            self._log("error", f"safety envelope: {env.stop_reason}: stopping the arm (damping to rest, "
+                               "then holding); ~/resume to go on")
+            self._abort_payload_run("safety envelope stop", restore=False)
+        return tau
+
+    def resume_envelope(self, now=None):
+        """Leave a safety-envelope stop: the law then holds the current position and the command ramps
+        from the one sent (as after a watchdog trip).  Refused while a frame is still outside or too fast."""
+        ok, why = self.envelope.resume()
+        if ok:
+            self.need_reset = True
+            self.safety.reset(start=self.safety.prev)
+            self._log("info", "safety envelope: resumed; holding the current position")
+        return ok, why
 
     def _reset_law(self, now):
         """Activation, or the first step after a watchdog trip: the law holds the current position.
@@ -997,10 +1037,18 @@ class ControlLoop:
                 kv.append(("payload_id.result", run.result_text()))
         if self.dynamics_run is not None:
             kv.append(("dynamics_id.state", self.dynamics_run.status()))
+        env = self.envelope
+        if env.enabled:
+            kv += [("envelope.state", env.state), ("envelope.stops", str(env.counts.get("stops", 0))),
+                   ("envelope.min_clearance", f"{env.min_clearance:.4f}"),
+                   ("envelope.speed_ratio", f"{env.speed_ratio:.3f}")]
+            kv += [(f"envelope.{k}", str(n)) for k, n in sorted(env.counts.items()) if k != "stops"]
         if not self.active:
             return OK, "inactive", kv
         if self.watchdog == "tripped":
             return ERROR, "watchdog tripped: joint states stale or invalid", kv
+        if env.state in ("stopping", "stopped"):
+            return ERROR, f"safety envelope stop ({env.state}): {env.stop_reason}; ~/resume to go on", kv
         if self.watchdog == "waiting":
             return WARN, "waiting for joint states", kv
         if self._js_episode.reason:

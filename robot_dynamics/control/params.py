@@ -160,7 +160,46 @@ LOOP_PARAMS = [
          "file; empty: not written (the result is still in the status)", live=True),
     Spec("payload_id.max_mass_std", 0.05, "refuse to attach an estimate whose mass std / mass exceeds this",
          "positive", live=True),
+    # the Cartesian safety envelope (control/envelope.py): every law, live; checked as a whole
+    Spec("safety.frames", UNSET_STRING_ARRAY, "frames kept inside the workspace planes / boxes and under the "
+         "speed limits (the TCP, the flange, the elbow, ...); not set: no envelope", live=True),
+    Spec("safety.frame_radii", UNSET_DOUBLE_ARRAY, "radius [m] of the sphere kept inside around each frame's "
+         "origin (1 or one per frame); not set: 0", live=True),
+    Spec("safety.planes", UNSET_DOUBLE_ARRAY, "half-spaces the frames stay in, 4 numbers each: nx ny nz d "
+         "(base frame; allowed n . p >= d, e.g. [0, 0, 1, 0.02]: 2 cm above a table at z = 0)", live=True),
+    Spec("safety.boxes", UNSET_DOUBLE_ARRAY, "boxes the frames stay inside, 6 numbers each: xmin ymin zmin xmax "
+         "ymax zmax (base frame)", live=True),
+    Spec("safety.margin", 0.05, "distance from a plane where the repulsion starts and the command's push "
+         "outward begins to be removed [m]", "nonneg", live=True),
+    Spec("safety.stiffness", 1000.0, "stiffness of the repulsion from the margin's edge [N/m]", "nonneg", live=True),
+    Spec("safety.damping", 100.0, "damping of the approach inside the margin [N s/m] (leaving is not damped)",
+         "nonneg", live=True),
+    Spec("safety.max_linear_speed", 0.0, "translational speed limit of each frame [m/s] (collaborative: "
+         "0.25); 0: none", "nonneg", live=True),
+    Spec("safety.max_angular_speed", 0.0, "rotational speed limit of each frame [rad/s]; 0: none", "nonneg",
+         live=True),
+    Spec("safety.speed_damping", 100.0, "damping of the speed above the limit [N s/m]", "nonneg", live=True),
+    Spec("safety.angular_speed_damping", 5.0, "damping of the angular speed above the limit [N m s/rad]",
+         "nonneg", live=True),
+    Spec("safety.force_frame", "", "frame whose commanded wrench is limited; empty: the model's last frame",
+         live=True),
+    Spec("safety.max_force", 0.0, "bound on the norm of the force the command exerts at safety.force_frame "
+         "(J^+T of the command beyond gravity) [N]; 0: none", "nonneg", live=True),
+    Spec("safety.max_force_axis", [0.0, 0.0, 0.0], "bound per base axis on that force [N]; 0: none", "vec3",
+         live=True),
+    Spec("safety.max_torque", 0.0, "bound on the norm of the moment the command exerts there [N m]; 0: none",
+         "nonneg", live=True),
+    Spec("safety.stop_time", 0.5, "a violation (a frame outside, or above 1.05 x its speed limit) lasting this "
+         "long stops the arm (damping to rest, then a hold; ~/resume leaves it) [s]; 0: never", "nonneg",
+         live=True),
+    Spec("safety.stop_damping", 10.0, "joint damping of the stop [N m s/rad]", "nonneg", live=True),
+    Spec("safety.stop_stiffness", 100.0, "joint stiffness of the hold after the stop [N m/rad]", "nonneg",
+         live=True),
 ]
+
+# loop parameter -> EnvelopeParams field
+ENVELOPE_KEYS = {s.name: s.name[len("safety."):] for s in LOOP_PARAMS if s.name.startswith("safety.")}
+ENVELOPE_KEYS["safety.frame_radii"] = "radii"
 
 # loop parameter -> SafetyParams field
 SAFETY_KEYS = {"effort_limits": "effort_limits", "effort_scale": "effort_scale", "torque_rate_limit": "rate_limit",

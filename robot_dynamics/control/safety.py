@@ -53,6 +53,20 @@ class SafetyParams:
                                         # rate_limit * min(dt, command_period) per apply() (> 0)
 
 
+def merged_params(cls, current, params, what):
+    """The fields of dataclass `cls` as a dict: `params` itself (a cls), or the current values (cls()
+    when None) updated by `params` (a dict of its fields).  ValueError naming unknown keys."""
+    if isinstance(params, cls):
+        return asdict(params)
+    if not isinstance(params, dict):
+        raise ValueError(f"{what}: params must be {cls.__name__} or dict, got {type(params).__name__}")
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise ValueError(f"{what}: unknown parameter(s) {unknown}; known: {sorted(known)}")
+    return dict(asdict(current if current is not None else cls()), **params)
+
+
 class SafetyFilter:
     def __init__(self, model, params=None):
         self.model = model
@@ -79,17 +93,7 @@ class SafetyFilter:
     def set_params(self, params):
         """A SafetyParams or a dict of its fields (a dict updates the current values).  Validated as a
         whole: ValueError and the old parameters kept on any bad value."""
-        base = asdict(self._p) if self._p is not None else asdict(SafetyParams())
-        if isinstance(params, SafetyParams):
-            new = asdict(params)
-        elif isinstance(params, dict):
-            known = {f.name for f in fields(SafetyParams)}
-            unknown = sorted(set(params) - known)
-            if unknown:
-                raise ValueError(f"safety: unknown parameter(s) {unknown}; known: {sorted(known)}")
-            new = dict(base, **params)
-        else:
-            raise ValueError(f"safety: params must be SafetyParams or dict, got {type(params).__name__}")
+        new = merged_params(SafetyParams, self._p, params, "safety")
         n = self.nv
         el = new["effort_limits"]
         if el is None or (hasattr(el, "__len__") and len(el) == 0):

@@ -82,6 +82,7 @@ GENERAL_PARAMS = [
     *[_loop(n) for n in _LOOP if n.startswith("observer.") or n == "cartesian_impedance.wrench_source"],
     *[_loop(n) for n in _LOOP if n.startswith("payload_id.")],
     *[_loop(n) for n in _LOOP if n.startswith("dynamics_id.")],
+    *[_loop(n) for n in _LOOP if n.startswith("safety.")],
     ParamSpec("diagnostics_period", 1.0, "period of /diagnostics [s]", "positive", startup=True),
     ParamSpec("executor", "single", "rclpy executor of main() for everything but the per-message path "
               "(parameters, services, references, lifecycle, diagnostics): SingleThreadedExecutor, "
@@ -150,6 +151,8 @@ TOPICS = [
 SERVICES = [
     ("~/tare", "std_srvs/Trigger", "tare the wrench sensor with the current reading"),
     ("~/hold", "std_srvs/Trigger", "hold the current position (pose) as the reference"),
+    ("~/resume", "std_srvs/Trigger", "leave a safety-envelope stop (safety.*): the law holds the current position, "
+     "the command ramps from the one sent; refused, with the reason, while a frame is still outside or too fast"),
     ("~/identify_payload", "std_srvs/Trigger",
      "start a payload identification with the payload_id.* parameters (computed_torque / joint_impedance, "
      "active); returns at once: what it will do, or why it is refused.  The result: ~/payload_estimate, "

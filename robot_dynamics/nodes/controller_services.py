@@ -35,7 +35,7 @@ class ControllerServices:
         return handler
 
     def _trigger_services(self):
-        """(service name, Trigger handler) of ~/hold, ~/tare, the payload identification services and
+        """(service name, Trigger handler) of ~/hold, ~/tare, ~/resume, the payload identification services and
         the dynamics identification ones (identify returns at once: the runs advance with the control
         steps)."""
         def hold(c):
@@ -80,7 +80,13 @@ class ControllerServices:
                 return c.loop.cancel_dynamics_id()
             return self._trigger(f"dynamics_{what}", action)
 
+        def resume(c):
+            if c is None:
+                return False, "not configured"
+            return c.loop.resume_envelope()
+
         return [("~/tare", self._trigger("tare", tare)), ("~/hold", self._trigger("hold", hold)),
+                ("~/resume", self._trigger("resume", resume)),
                 ("~/identify_dynamics", dynamics("identify")), ("~/identify_dynamics_status", dynamics("status")),
                 ("~/cancel_dynamics_identification", dynamics("cancel")),
                 ("~/identify_payload", payload("identify")), ("~/identify_payload_status", payload("status")),

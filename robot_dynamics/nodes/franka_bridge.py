@@ -21,6 +21,8 @@ hardware interface would present it (the role of franka_ros2's hardware interfac
                                        new torque motion from zero torque; after a watchdog stop: resume.
                                        The next commands are blended in over ramp_time (no torque jump).
                                        Never automatic.
+              ~/hold, ~/resume         std_srvs/Trigger (in_process): hold the current position; leave a
+                                       safety-envelope stop (safety.* parameters, control/envelope.py)
 
 Modes (`mode`): `topic`: the controller node runs elsewhere over DDS; `in_process`: the bridge runs
 the ROS-free control loop (law + safety filter + supervisor, robot_dynamics.control.loop) itself in
@@ -389,6 +391,7 @@ class FrankaBridge(Node):
         self.create_subscription(JointState, "~/target_joint_state", self._on_target_joint_state, 10)
         self.create_subscription(PoseStamped, "~/target_pose", self._on_target_pose, 10)
         self.create_service(Trigger, "~/hold", self._srv_hold)
+        self.create_service(Trigger, "~/resume", self._srv_resume)
         self.get_logger().info(f"in_process: {law} in the robot's control callback")
 
     def _reference(self, what, convert):
@@ -448,6 +451,13 @@ class FrankaBridge(Node):
         with self.loop_lock:
             ok, msg = self.loop.hold()
         response.success, response.message = bool(ok), msg or "holding"
+        return response
+
+    def _srv_resume(self, request, response):
+        """Leave a safety-envelope stop of the in-process loop (safety.* parameters)."""
+        with self.loop_lock:
+            ok, msg = self.loop.resume_envelope()
+        response.success, response.message = bool(ok), msg
         return response
 
     def _start_motion(self):

@@ -1,0 +1,413 @@
+"""Cartesian safety envelope: workspace, speed and force limits on the robot's frames, for every law,
+and a controlled stop when a violation persists.  No ROS.
+
+    env = SafetyEnvelope(model, EnvelopeParams(...) or dict)   # ValueError naming the bad value
+    tau = env.apply(tau, q, v, gravity_in_tau=True)   # the law's command -> within the envelope
+    env.state        # "off" | "ok" | "acting" | "stopping" | "stopped"
+    ok, why = env.resume()                             # leave a stop (refused while still violated)
+
+Each listed frame f (origin p_f, velocity v_f, LOCAL_WORLD_ALIGNED Jacobian J_f = [J_v; J_w]) carries a
+sphere of radius r_f that must stay on the allowed side of every plane c, n_c . p >= d_c (base frame;
+a box is its six planes, inside).  Its clearance s = n . p - d - r is > 0 inside.
+
+Per step, with the motion torque tau_m = tau - g(q) (what the command does beyond holding the arm's
+weight; tau itself when the driver adds gravity, gravity_in_tau=False):
+1. force limit: the wrench the command exerts at force_frame, F = (J J^T + l^2 I)^-1 J tau_m, clipped
+   per axis and in norm (force and torque), tau_m <- tau_m - J^T (F - F_clipped) (J^+T J^T = I);
+2. no push outward: every plane a frame is within `margin` of, and every frame above 0.9 x its speed
+   limit, is a unit direction u_k (the plane's normal n; -v/|v| for a speed) with the row
+   a_k = u_k^T J_v (or J_w).  The command may give the frame only a fraction 1 - beta_k of the outward
+   acceleration it asks for, a_k M^-1 tau_m' >= (1 - beta_k) min(a_k M^-1 tau_m, 0), beta_k = 1 at and
+   beyond the limit, falling linearly to 0 across the margin (or from 1.0 to 0.9 x the speed limit): the
+   command stays continuous.  The smallest correction (in the M^-1 metric) is tau_m' = tau_m + A^T mu,
+   mu >= 0 the solution of the LCP  G mu + b >= 0, mu >= 0, mu^T (G mu + b) = 0,  G = A M^-1 A^T,
+   b = A M^-1 tau_m - lb, i.e. the QP min 1/2 mu^T G mu + b^T mu, mu >= 0 (closed form for one row,
+   quadprog for more);
+3. repulsion and damping: along each such normal F_n = k (margin - s) + c max(-n . v_f, 0) (a spring
+   from the margin's edge and damping of the approach only: leaving is free), and above a speed limit
+   F = -d (|v| - v_max) v/|v|; tau += J^T F;
+4. stop: a violation (a frame outside a plane, or faster than 1.05 x its limit) lasting stop_time
+   becomes a controlled stop: the law's command is replaced by g(q) - D v (damping to rest) plus the
+   repulsion of 3., then, once every joint is below rest_velocity, a hold K (q_rest - q) - D v + g(q)
+   at the rest position (re-taken while a frame is still outside, so the hold never fights the
+   repulsion).  Only resume() leaves it (the loop then restarts the law without a jump).
+
+Cost on the Panda with 3 frames and 6 planes: one forward kinematics and the clearances when nothing
+is near a limit; Jacobians, M and the small QP only when something is.
+"""
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pinocchio as pin
+import quadprog
+from scipy.linalg.lapack import dpotrf, dpotrs
+
+from .base import check_scalar
+from .safety import merged_params
+
+STATES = ("off", "ok", "acting", "stopping", "stopped")
+SPEED_BAND = 0.9          # the speed rows start at this fraction of the limit
+SPEED_STOP = 1.05         # above this fraction of the limit for stop_time: a stop
+
+
+@dataclass
+class EnvelopeParams:
+    frames: list = field(default_factory=list)      # frames kept inside the workspace / under the speed
+    radii: list = field(default_factory=list)       # m, 1 or one per frame (the sphere around the origin)
+    planes: list = field(default_factory=list)      # 4 per plane: nx ny nz d, allowed n . p >= d (base)
+    boxes: list = field(default_factory=list)       # 6 per box: xmin ymin zmin xmax ymax zmax (inside)
+    margin: float = 0.05                            # m: where the repulsion starts
+    stiffness: float = 1000.0                       # N/m of the repulsion
+    damping: float = 100.0                          # N s/m on the approach inside the margin
+    max_linear_speed: float = 0.0                   # m/s per frame; 0: no limit
+    max_angular_speed: float = 0.0                  # rad/s per frame; 0: no limit
+    speed_damping: float = 100.0                    # N s/m on the excess speed
+    angular_speed_damping: float = 5.0              # N m s/rad on the excess angular speed
+    force_frame: str = ""                           # where the force limit applies; "": the last frame
+    max_force: float = 0.0                          # N, norm of the commanded force; 0: no limit
+    max_force_axis: list = field(default_factory=lambda: [0.0, 0.0, 0.0])   # N per base axis; 0: none
+    max_torque: float = 0.0                         # N m, norm of the commanded moment; 0: no limit
+    stop_time: float = 0.5                          # s a violation may last before a stop; 0: no stop
+    stop_damping: float = 10.0                      # N m s/rad of the stop
+    stop_stiffness: float = 100.0                   # N m/rad of the hold after it
+    rest_velocity: float = 0.02                     # rad/s: at rest below this (every joint)
+
+
+def _floats(name, x, group=None):
+    try:
+        if isinstance(x, (str, bytes)) or any(isinstance(e, (bool, str, bytes)) for e in x):
+            raise TypeError
+        a = np.asarray(list(x), dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise ValueError(f"safety.{name}: expected a list of numbers, got {x!r}") from None
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"safety.{name}: values must be finite, got {a.tolist()}")
+    if group and a.size % group:
+        raise ValueError(f"safety.{name}: expected {group} numbers per entry, got {a.size} numbers")
+    return a
+
+
+class SafetyEnvelope:
+    def __init__(self, model, params=None):
+        self.model = model
+        self.nv = model.nv
+        self.pm = model.pin_model
+        self.pd = self.pm.createData()
+        self._direct = model.q_identity and model.v_identity
+        self._perm = None if model.v_identity else model.v_to_pin
+        self._p = None
+        self._a0 = np.zeros(self.nv)
+        self.counts = {}
+        self.set_params(params if params is not None else EnvelopeParams())
+        self.state = "off" if not self.enabled else "ok"
+        self.reasons = []
+        self.violation_time = 0.0
+        self._violated = False
+        self.stop_reason = ""
+        self.q_rest = None
+        self.min_clearance = math.inf
+        self.speed_ratio = 0.0
+        self.last_violation = ""
+
+    # ---- parameters ----
+    @property
+    def params(self):
+        d = asdict(self._p)
+        return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in d.items()}
+
+    def set_params(self, params):
+        """An EnvelopeParams or a dict of its fields (a dict updates the current values); validated as a
+        whole: ValueError and the old parameters kept on any bad value."""
+        new = merged_params(EnvelopeParams, self._p, params, "safety envelope")
+        frames = new["frames"]
+        if isinstance(frames, str) or not all(isinstance(f, str) for f in frames):
+            raise ValueError(f"safety.frames: expected a list of frame names, got {frames!r}")
+        frames = [f for f in frames if f]
+        for f in frames:
+            if f not in self.model.frame_ids:
+                raise ValueError(f"safety.frames: unknown frame {f!r} (the model's frames include "
+                                 f"{sorted(self.model.frame_names)[:12]} ...)")
+        radii = _floats("frame_radii", new["radii"])
+        if radii.size not in (0, 1, len(frames)):
+            raise ValueError(f"safety.frame_radii: expected 1 or {len(frames)} values (one per frame), got {radii.size}")
+        if np.any(radii < 0):
+            raise ValueError("safety.frame_radii: must be >= 0")
+        radii = np.broadcast_to(radii if radii.size else np.zeros(1), (len(frames),)).copy()
+        planes = _floats("planes", new["planes"], 4).reshape(-1, 4)
+        norms = np.linalg.norm(planes[:, :3], axis=1)
+        if np.any(norms < 1e-9):
+            raise ValueError(f"safety.planes: plane {int(np.flatnonzero(norms < 1e-9)[0])} has a zero normal")
+        boxes = _floats("boxes", new["boxes"], 6).reshape(-1, 6)
+        for i, b in enumerate(boxes):
+            if np.any(b[:3] >= b[3:]):
+                raise ValueError(f"safety.boxes: box {i} has min {b[:3].tolist()} not below max {b[3:].tolist()}")
+        N, d = [planes[:, :3] / norms[:, None]], [planes[:, 3] / norms]
+        for b in boxes:                                   # inside: x >= xmin, -x >= -xmax, ...
+            N.append(np.vstack([np.eye(3), -np.eye(3)]))
+            d.append(np.concatenate([b[:3], -b[3:]]))
+        for k in ("margin", "stiffness", "damping", "max_linear_speed", "max_angular_speed", "speed_damping",
+                  "angular_speed_damping", "max_force", "max_torque", "stop_time", "stop_damping",
+                  "stop_stiffness"):
+            new[k] = check_scalar(f"safety.{k}", new[k])
+        new["rest_velocity"] = check_scalar("safety.rest_velocity", new["rest_velocity"], 0.0, lo_open=True)
+        fa = _floats("max_force_axis", new["max_force_axis"])
+        if fa.size != 3 or np.any(fa < 0):
+            raise ValueError(f"safety.max_force_axis: expected 3 values >= 0, got {fa.tolist()}")
+        ff = new["force_frame"] or ""
+        if not isinstance(ff, str) or (ff and ff not in self.model.frame_ids):
+            raise ValueError(f"safety.force_frame: unknown frame {ff!r}")
+        if (planes.size or boxes.size or new["max_linear_speed"] or new["max_angular_speed"]) and not frames:
+            raise ValueError("safety.frames: planes, boxes or speed limits are set but no frame to apply them to")
+        # accepted: build
+        new.update(frames=frames, radii=radii.tolist(), planes=planes.ravel().tolist(),
+                   boxes=boxes.ravel().tolist(), max_force_axis=fa.tolist(), force_frame=ff)
+        self._p = EnvelopeParams(**new)
+        self.frames = frames
+        self.fids = [self.model.frame_ids[f] for f in frames]
+        self.r = radii
+        self.N = np.vstack(N) if N else np.zeros((0, 3))
+        self.d = np.concatenate(d) if d else np.zeros(0)
+        nf, nc = len(frames), self.N.shape[0]
+        self._NT = np.ascontiguousarray(self.N.T)
+        self._DR = self.d[None, :] + radii[:, None]        # d + r per frame and plane
+        self._P, self._V, self._S = np.zeros((nf, 3)), np.zeros((nf, 6)), np.zeros((nf, nc))
+        self._lin, self._ang = [0.0] * nf, [0.0] * nf
+        self.min_clearance = math.inf
+        self.force_fid = self.model.frame_ids[ff] if ff else len(self.pm.frames) - 1
+        self.force_name = ff or self.pm.frames[self.force_fid].name
+        self._force_on = new["max_force"] > 0 or new["max_torque"] > 0 or bool(np.any(fa > 0))
+        self._ws_on = bool(self.N.shape[0] and frames)
+        self._speed_on = bool(frames) and (new["max_linear_speed"] > 0 or new["max_angular_speed"] > 0)
+        self.enabled = self._ws_on or self._speed_on or self._force_on
+        if self._p is not None and getattr(self, "state", None) == "off" and self.enabled:
+            self.state = "ok"
+        elif not self.enabled and getattr(self, "state", None) in ("ok", "acting"):
+            self.state = "off"
+
+    # ---- helpers ----
+    def _flag(self, reason):
+        self.reasons.append(reason)
+        self.counts[reason] = self.counts.get(reason, 0) + 1
+
+    def _pq(self, q):
+        return q if self._direct else self.model.q_to_pin(q)
+
+    def _pv(self, v):
+        if self._perm is None:
+            return v
+        out = np.empty(self.nv)
+        out[self._perm] = v
+        return out
+
+    def _jacobian(self, fid):
+        J = pin.getFrameJacobian(self.pm, self.pd, fid, pin.LOCAL_WORLD_ALIGNED).reshape(6, -1)
+        return J if self._perm is None else J[:, self._perm]
+
+    # ---- the step ----
+    def apply(self, tau, q, v, dt, gravity_in_tau=True, limit=None):
+        """The law's command -> the command within the envelope (a new array; tau itself when the
+        envelope is off or has nothing to do).  q, v in model order and finite (the loop checks them);
+        dt: the time since the last step (a violation's duration); gravity_in_tau: tau contains g(q)
+        (the law compensates gravity), else the driver adds it; limit: the effort limits the command
+        will be clamped to (the safety filter's): a corrected command beyond them is scaled back
+        along its motion part, so that the clamp does not undo the correction.  A non-finite tau is
+        passed through (the safety filter answers it) unless a stop replaces it."""
+        if not self.enabled:
+            return tau
+        if self.reasons:
+            self.reasons = []
+        p, pm, pd = self._p, self.pm, self.pd
+        qp, vp = self._pq(q), self._pv(v)
+        pin.forwardKinematics(pm, pd, qp, vp, self._a0)         # a = 0: the frames' drift J' v
+        P, V, S, lin, ang = self._P, self._V, self._S, self._lin, self._ang
+        LWA = pin.LOCAL_WORLD_ALIGNED
+        for i, fid in enumerate(self.fids):
+            P[i] = pin.updateFramePlacement(pm, pd, fid).translation
+            if self._speed_on:
+                V[i] = pin.getFrameVelocity(pm, pd, fid, LWA).vector
+                w = V[i]
+                lin[i] = math.sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2])
+                ang[i] = math.sqrt(w[3] * w[3] + w[4] * w[4] + w[5] * w[5])
+        if self._ws_on:
+            np.matmul(P, self._NT, out=S)
+            S -= self._DR                                   # s = n . p - d - r, frames x planes
+            self.min_clearance = smin = float(S.min())
+        else:
+            smin = math.inf
+        ratio = 0.0
+        if self._speed_on:
+            if p.max_linear_speed > 0:
+                ratio = max(lin) / p.max_linear_speed
+            if p.max_angular_speed > 0:
+                ratio = max(ratio, max(ang) / p.max_angular_speed)
+        self.speed_ratio = ratio
+        if smin < 0.0 or ratio > SPEED_STOP or self._violated:
+            self._track_violation(S, dt)
+        stop = self.state in ("stopping", "stopped")
+        if not (stop or smin < p.margin or ratio > SPEED_BAND or self._force_on):
+            if self.state == "acting":
+                self.state = "ok"
+            return tau
+        if not stop and not math.isfinite(float(np.dot(tau, tau))):
+            return tau
+        if not self._speed_on:                              # the velocities: only now needed
+            for i, fid in enumerate(self.fids):
+                V[i] = pin.getFrameVelocity(pm, pd, fid, LWA).vector
+        near = S < p.margin
+        # the slow path: Jacobians (of the frames concerned), g, M
+        pin.computeJointJacobians(pm, pd, qp)
+        g = pin.computeGeneralizedGravity(pm, pd, qp)
+        g = g.copy() if self._perm is None else g[self._perm]
+        if stop:
+            tau_m = self._stop_torque(q, v)
+        else:
+            tau_m = tau - g if gravity_in_tau else tau.copy()
+            if self._force_on:
+                tau_m = self._force_limit(tau_m)
+        Js = {}
+        rows, lb_frac, mags, drift = [], [], [], []
+        margin = p.margin
+        for i, j in zip(*np.nonzero(near)):                 # planes: 1.-3. of the module docstring
+            J = Js.get(i)
+            if J is None:
+                J = Js[i] = self._jacobian(self.fids[i])
+            n, s = self.N[j], float(S[i, j])
+            rows.append(n @ J[:3])
+            lb_frac.append(0.0 if s <= 0.0 or margin <= 0.0 else s / margin)       # 1 - beta
+            drift.append(None)                          # a plane: what the command does, not the drift
+            vn = float(n @ V[i, :3])
+            mags.append(p.stiffness * (margin - s) + (p.damping * -vn if vn < 0.0 else 0.0))
+        if rows:
+            self._flag("workspace")
+        for i in range(len(self.fids) if self._speed_on else 0):
+            for k, (sp, vmax, dmp) in enumerate(((lin[i], p.max_linear_speed, p.speed_damping),
+                                                 (ang[i], p.max_angular_speed, p.angular_speed_damping))):
+                if vmax <= 0 or sp <= SPEED_BAND * vmax:
+                    continue
+                J = Js.get(i)
+                if J is None:
+                    J = Js[i] = self._jacobian(self.fids[i])
+                u = V[i, 3 * k:3 * k + 3] / -sp                                # against the motion
+                rows.append(u @ J[3 * k:3 * k + 3])
+                acc = pin.getFrameClassicalAcceleration(pm, pd, self.fids[i], LWA)
+                drift.append(float(u @ (acc.linear if k == 0 else acc.angular)))     # u . J' v
+                lb_frac.append(1.0 - min(1.0, (sp - SPEED_BAND * vmax) / ((1.0 - SPEED_BAND) * vmax)))
+                mags.append(dmp * (sp - vmax) if sp > vmax else 0.0)
+                self._flag("speed")
+        if rows:
+            A = np.array(rows)
+            c = None
+            if any(x is not None for x in drift):       # the speed rows: the frame's whole acceleration
+                c = pin.nonLinearEffects(pm, pd, qp, vp)
+                c = (c if self._perm is None else c[self._perm]) - g          # C(q, v) v
+            tau_m = self._no_push_out(qp, tau_m, A, lb_frac, drift, c)
+            tau_m += A.T @ np.array(mags)               # the repulsion and the speed damping, J^T F
+        if not stop:
+            self.state = "acting" if rows or self.reasons else "ok"
+        gc = g if gravity_in_tau else 0.0
+        if limit is not None:
+            tau_m = self._within(tau_m, gc, limit)
+        return tau_m + gc
+
+    def _within(self, tau_m, gc, limit):
+        """alpha tau_m with the largest alpha in [0, 1] that keeps |alpha tau_m + gc| <= limit per joint
+        (the correction's direction kept; gc within the limits, else unchanged)."""
+        cmd = tau_m + gc
+        if np.all(np.abs(cmd) <= limit):
+            return tau_m
+        with np.errstate(divide="ignore", invalid="ignore"):
+            hi = np.where(tau_m > 0, (limit - gc) / tau_m, np.where(tau_m < 0, (-limit - gc) / tau_m, np.inf))
+        alpha = float(np.clip(np.min(hi), 0.0, 1.0))
+        self._flag("effort_scaled")
+        return alpha * tau_m
+
+    def _no_push_out(self, qp, tau_m, A, lb_frac, drift, c):
+        """tau_m + A^T mu, mu >= 0 the smallest correction with A M^-1 tau' >= lb (module docstring, 2).
+        A speed row (drift not None) bounds the frame's whole acceleration along it,
+        a M^-1 (tau' - C v) + u . J' v: the speed itself, not only the command's share of it."""
+        M = pin.crba(self.pm, self.pd, qp)
+        if self._perm is not None:
+            M = M[np.ix_(self._perm, self._perm)]
+        U, info = dpotrf(M, lower=0, clean=0)           # M = U^T U (upper triangle read)
+        if info != 0:
+            return tau_m
+        k = A.shape[0]
+        B = np.empty((self.nv, k + 2))
+        B[:, 0] = tau_m
+        B[:, 1:k + 1] = A.T
+        B[:, k + 1] = 0.0 if c is None else c
+        X = A @ dpotrs(U, B, lower=0)[0]                 # A M^-1 [tau_m, A^T, C v]
+        a0 = X[:, 0]                                     # the accelerations the command asks along u
+        if c is not None:
+            a0 = a0 + np.array([0.0 if dr is None else dr - X[r, -1] for r, dr in enumerate(drift)])
+        b = a0 - np.array(lb_frac) * np.minimum(a0, 0.0)
+        if b.min() >= 0.0:
+            return tau_m
+        G = X[:, 1:k + 1]                                # A M^-1 A^T
+        if k == 1:
+            mu = np.array([-b[0] / G[0, 0]])
+        else:
+            G = 0.5 * (G + G.T) + 1e-10 * max(np.trace(G), 1e-300) * np.eye(k)
+            mu = np.maximum(quadprog.solve_qp(G, -b, np.eye(k), np.zeros(k))[0], 0.0)
+        return tau_m + A.T @ mu
+
+    def _force_limit(self, tau_m):
+        p = self._p
+        J = self._jacobian(self.force_fid)
+        JJt = J @ J.T + 1e-8 * np.eye(6)
+        F = np.linalg.solve(JJt, J @ tau_m)              # F = J^+T tau_m (the wrench it exerts)
+        Fc = F.copy()
+        fa = np.asarray(p.max_force_axis)
+        for k in range(3):
+            if fa[k] > 0:
+                Fc[k] = min(max(Fc[k], -fa[k]), fa[k])
+        for sl, lim in ((slice(0, 3), p.max_force), (slice(3, 6), p.max_torque)):
+            nrm = float(np.linalg.norm(Fc[sl]))
+            if lim > 0 and nrm > lim:
+                Fc[sl] *= lim / nrm
+        if np.any(Fc != F):
+            self._flag("force")
+            tau_m = tau_m - J.T @ (F - Fc)
+        return tau_m
+
+    def _track_violation(self, S, dt):
+        """How long the current violation has lasted; a stop when it reaches stop_time."""
+        p = self._p
+        self._violated = self.min_clearance < 0.0 or self.speed_ratio > SPEED_STOP
+        if not self._violated:
+            self.violation_time = 0.0
+            return
+        if self.min_clearance < 0.0:
+            i, j = np.unravel_index(int(np.argmin(S)), S.shape)
+            self.last_violation = (f"{self.frames[i]} {-self.min_clearance * 1000:.1f} mm outside plane {j} "
+                                   f"(n {np.round(self.N[j], 3).tolist()}, d {self.d[j]:.3f})")
+        else:
+            self.last_violation = f"a frame at {self.speed_ratio:.2f} x its speed limit"
+        self.violation_time += dt if dt > 0 and math.isfinite(dt) else 0.0
+        if p.stop_time > 0 and self.violation_time >= p.stop_time and self.state not in ("stopping", "stopped"):
+            self.state = "stopping"
+            self.counts["stops"] = self.counts.get("stops", 0) + 1
+            self.stop_reason = f"{self.last_violation} for {self.violation_time:.3f} s"
+
+    def _stop_torque(self, q, v):
+        p = self._p
+        if self.state == "stopping" and float(np.max(np.abs(v))) < p.rest_velocity:
+            self.state = "stopped"
+            self.q_rest = np.array(q, dtype=float)
+        if self.state == "stopped":
+            if self.min_clearance < 0.0 or self.q_rest is None:
+                self.q_rest = np.array(q, dtype=float)       # outside: the repulsion brings it in first
+            return p.stop_stiffness * (self.q_rest - q) - p.stop_damping * v
+        return -p.stop_damping * v
+
+    def resume(self):
+        """Leave a stop: refused while a frame is outside or too fast."""
+        if self.state not in ("stopping", "stopped"):
+            return False, f"not stopped (envelope {self.state})"
+        if self._violated:
+            return False, f"still violated: {self.last_violation}"
+        self.state = "ok"
+        self.violation_time = 0.0
+        self.q_rest = None
+        return True, "resumed"

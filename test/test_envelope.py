@@ -1,0 +1,364 @@
+"""The Cartesian safety envelope (control/envelope.py) in the ControlLoop, closed on MuJoCo at 1 kHz
+(fake clock, no ROS): planes, boxes, speed and force limits, the stop and the resume, for every law.
+
+The oracles are independent of the envelope's own arithmetic: frame positions and speeds are MuJoCo's
+(its kinematics of the URDF), the limits are the numbers this test sets, and the wrench or the
+acceleration a command gives a frame is computed with the in-repo reference backend (its own RNEA,
+CRBA and Jacobians), not with the Pinocchio calls the envelope makes.
+
+Bounds (stated, measured figures printed with -s):
+- PLANE_BOUND: how far beyond a plane a frame commanded through it may get (0 for the laws here: they
+  stop inside the margin; 2 mm of slack for the approach's overshoot);
+- SPEED_TOL: a reference demanding 2x the speed limit keeps the frame under limit x (1 + SPEED_TOL);
+- FORCE_TOL: relative excess of the commanded force over max_force (the envelope's pseudo-inverse
+  is damped, the oracle's is not).
+"""
+import numpy as np
+import pytest
+
+from robot_dynamics.control import CartesianReference, ControlLoop, JointReference, JointTrajectory
+from robot_dynamics.dynamics import Model, make_backend
+from robot_dynamics.sim import MujocoSim
+
+PLANE_BOUND = 0.002
+SPEED_TOL = 0.05
+FORCE_TOL = 1e-5           # the envelope's J^+T is damped (1e-8)
+DT = 1e-3
+TCP = "panda_hand_tcp"
+Q0 = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.785])     # hand pointing down, tcp 0.41 m high
+TABLE = 0.30                                                 # the plane z >= TABLE under the tcp
+MODEL = Model.from_robot("panda")
+REF = make_backend(MODEL, "reference")
+
+
+def make_loop(law, **over):
+    p = {"controller": law, "ramp_time": 0.0, "watchdog_timeout": 0.1, "update_rate": 1.0 / DT,
+         "torque_rate_limit": 1e6, "joint_impedance.k_gains": [200.0] * 4 + [50.0] * 3}
+    p.update(over)
+    return ControlLoop.from_params(MODEL, p, log=lambda level, text: None)
+
+
+def run(loop, sim, steps, t0=0.0, at=None, push=None, record=None):
+    """`steps` control steps on the sim; at(k, loop) is called before step k; push(k) -> a wrench
+    [f; n] on the tcp (world axes) or None; record(k, sim, tau, q, v) after each step (q, v: the
+    state the step was computed from)."""
+    t = t0
+    for k in range(steps):
+        q, v = sim.q, sim.v
+        loop.update_state(q, v, t)
+        if at is not None:
+            at(k, loop)
+        if push is not None:
+            w = push(k)
+            if w is None:
+                sim.clear_wrench(TCP)
+            else:
+                sim.apply_wrench(TCP, w)
+        tau, _ = loop.step(t)
+        tau = tau.copy()
+        sim.step(tau)
+        if record is not None:
+            record(k, sim, tau, q, v)
+        t += DT
+    return t
+
+
+def tcp_z(sim):
+    return float(sim.frame_pose(TCP)[1][2])
+
+
+def motion_wrench(q, tau, frame=TCP):
+    """The wrench [f; n] a command tau exerts at `frame` (world axes) beyond holding the arm's weight:
+    J^+T (tau - g(q)), from the reference backend."""
+    J = REF.frame_jacobian(q, frame, "local_world_aligned")
+    return np.linalg.solve(J @ J.T, J @ (tau - REF.gravity(q)))
+
+
+def normal_acceleration(q, tau, n, frame=TCP):
+    """n . (J M^-1 (tau - g)): the acceleration along n the command gives the frame (reference backend)."""
+    J = REF.frame_jacobian(q, frame, "local_world_aligned")[:3]
+    return float(n @ J @ np.linalg.solve(REF.mass_matrix(q), tau - REF.gravity(q)))
+
+
+def through_the_table(law):
+    """(params, at) commanding the tcp 0.3 m below its start, i.e. 0.19 m through the table."""
+    if law == "cartesian_impedance":
+        R, p = REF.frame_placement(Q0, TCP)
+        return {}, lambda k, loop: k == 10 and loop.set_reference(CartesianReference(R, p - [0, 0, 0.3]))
+    q1 = Q0 + np.array([0.0, 0.6, 0.0, 0.3, 0.0, 0.0, 0.0])       # the tcp at z 0.23 (in the table)
+    if law == "joint_impedance":
+        return {}, lambda k, loop: k == 10 and loop.set_reference(JointReference(q1))
+    ts = np.linspace(0.0, 1.0, 21)
+    s = 10 * ts ** 3 - 15 * ts ** 4 + 6 * ts ** 5
+    ds = 30 * ts ** 2 - 60 * ts ** 3 + 30 * ts ** 4
+    tr = JointTrajectory(ts, Q0 + np.outer(s, q1 - Q0), np.outer(ds, q1 - Q0))
+    return {}, lambda k, loop: k == 10 and loop.set_reference(tr)
+
+
+@pytest.mark.parametrize("law", ["gravity_compensation", "joint_impedance", "computed_torque",
+                                 "cartesian_impedance"])
+def test_plane_stops_the_frame_for_every_law(law):
+    """Bug: the repulsion's sign (the push outward not removed is caught by the tests below: here the
+    repulsion alone would hold these laws).  Each law is sent
+    through the plane z >= 0.30 (gravity compensation: a 30 N push down on the hand); without the
+    envelope the tcp reaches z < 0.26 (checked), with it the tcp never gets beyond the plane by more than
+    PLANE_BOUND, and it ends inside the margin."""
+    params, at = through_the_table(law) if law != "gravity_compensation" else ({}, None)
+    push = (lambda k: np.array([0.0, 0.0, -30.0, 0, 0, 0])) if law == "gravity_compensation" else None
+    env = {"safety.frames": [TCP], "safety.planes": [0.0, 0.0, 1.0, TABLE], "safety.margin": 0.05,
+           "safety.stop_time": 0.0}
+    lows = {}
+    for name, extra in (("without", {}), ("with", env)):
+        sim = MujocoSim(MODEL)
+        sim.reset(Q0)
+        loop = make_loop(law, **params, **extra)
+        loop.activate(0.0)
+        zs = []
+        run(loop, sim, 2500, at=at, push=push, record=lambda k, sim, *a: zs.append(tcp_z(sim)))
+        lows[name] = (min(zs), zs[-1])
+    print(f"{law}: lowest tcp z without the envelope {lows['without'][0]:.4f}, with it {lows['with'][0]:.4f} "
+          f"(plane {TABLE}), final {lows['with'][1]:.4f}")
+    assert lows["without"][0] < TABLE - 0.04, lows          # the scenario does cross the plane
+    assert lows["with"][0] >= TABLE - PLANE_BOUND, lows
+    assert TABLE <= lows["with"][1] <= TABLE + 0.05, lows
+
+
+def fast_trajectory(duration):
+    """A rest-to-rest joint trajectory moving the tcp about 0.3 m sideways in `duration` s."""
+    q1 = Q0 + np.array([0.9, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    ts = np.linspace(0.0, duration, 41)
+    u = ts / duration
+    s = 10 * u ** 3 - 15 * u ** 4 + 6 * u ** 5
+    ds = (30 * u ** 2 - 60 * u ** 3 + 30 * u ** 4) / duration
+    dds = (60 * u - 180 * u ** 2 + 120 * u ** 3) / duration ** 2
+    return JointTrajectory(ts, Q0 + np.outer(s, q1 - Q0), np.outer(ds, q1 - Q0), np.outer(dds, q1 - Q0)), q1
+
+
+@pytest.mark.parametrize("law", ["computed_torque", "joint_impedance"])
+@pytest.mark.parametrize("duration, factor", [(1.6, 2.0), (0.8, 4.0)])
+def test_speed_limit_holds_against_a_reference_twice_as_fast(law, duration, factor):
+    """Bug: the speed rows dropped, or bounding only the command's share of the frame's acceleration
+    (not its drift J' v - J M^-1 C v).  A trajectory whose tcp speed peaks at about 2x (4x) the 0.25 m/s
+    limit (measured without the envelope: >= 0.9 x that): with the envelope the tcp's speed (MuJoCo's,
+    from its positions) stays under the limit x (1 + SPEED_TOL), and the arm still reaches the goal."""
+    vmax = 0.25
+    tr, q1 = fast_trajectory(duration)
+    peaks = {}
+    for name, extra in (("without", {}), ("with", {"safety.frames": [TCP], "safety.max_linear_speed": vmax})):
+        sim = MujocoSim(MODEL)
+        sim.reset(Q0)
+        loop = make_loop(law, **extra)
+        loop.activate(0.0)
+        ps = []
+        run(loop, sim, 3000, at=lambda k, loop: k == 10 and loop.set_reference(tr),
+            record=lambda k, sim, *a: ps.append(sim.frame_pose(TCP)[1].copy()))
+        speed = np.linalg.norm(np.diff(np.array(ps), axis=0), axis=1) / DT
+        peaks[name] = (float(speed.max()), np.abs(sim.q - q1).max())
+    print(f"{law}: peak tcp speed without the envelope {peaks['without'][0]:.3f} m/s, with it "
+          f"{peaks['with'][0]:.3f} m/s (limit {vmax}); final joint error with it {peaks['with'][1]:.4f} rad")
+    assert peaks["without"][0] >= 0.9 * factor * vmax, peaks
+    assert peaks["with"][0] <= vmax * (1 + SPEED_TOL), peaks
+    assert peaks["with"][1] < 1e-3, peaks
+
+
+def box_around_start(half=0.08):
+    _, p = REF.frame_placement(Q0, TCP)
+    return [*(p - half), *(p + half)], p
+
+
+def test_push_out_of_the_box_is_never_helped_and_the_frame_comes_back():
+    """Bug: the law's outward push kept outside the box (beta < 1 there), or no repulsion.  A Cartesian
+    impedance whose target lies 0.3 m outside a box (+x) while a 40 N push drives the tcp out: at every
+    step with the tcp outside, the command gives it no acceleration outward (n . J M^-1 (tau - g) >= 0,
+    reference backend); once the push ends the tcp is back inside within 1.5 s and stays there."""
+    box, p0 = box_around_start()
+    R, _ = REF.frame_placement(Q0, TCP)
+    loop = make_loop("cartesian_impedance", **{"safety.frames": [TCP], "safety.boxes": box, "safety.margin": 0.03,
+                                               "safety.stop_time": 0.0})
+    sim = MujocoSim(MODEL)
+    sim.reset(Q0)
+    loop.activate(0.0)
+    n_out = np.array([-1.0, 0.0, 0.0])                 # the +x face: allowed -x >= -xmax
+    worst, outside, xs = np.inf, 0, []
+
+    def record(k, sim, tau, q, v):
+        nonlocal worst, outside
+        _, p = REF.frame_placement(q, TCP)
+        if p[0] > box[3]:
+            outside += 1
+            worst = min(worst, normal_acceleration(q, tau, n_out))
+        xs.append(float(sim.frame_pose(TCP)[1][0]))
+
+    run(loop, sim, 3500, at=lambda k, loop: k == 5 and loop.set_reference(CartesianReference(R, p0 + [0.3, 0, 0])),
+        push=lambda k: np.array([40.0, 0, 0, 0, 0, 0]) if k < 1500 else None, record=record)
+    xs = np.array(xs)
+    print(f"steps outside {outside}, the command's worst normal acceleration there {worst:.2e} m/s^2, "
+          f"furthest out {xs.max() - box[3]:.4f} m, final x - xmax {xs[-1] - box[3]:.4f} m")
+    assert outside > 200, "the push did not drive the tcp out: the scenario tests nothing"
+    assert worst >= -1e-9
+    assert np.all(xs[3000:] <= box[3]), xs[3000:].max() - box[3]
+
+
+def test_a_persistent_violation_stops_the_arm_and_resume_is_explicit_and_smooth():
+    """Bug: no stop, a stop that drops the arm, a resume that jumps or that is allowed outside.  A 60 N
+    push holds the tcp of a gravity-compensated arm out of the box (the repulsion balances it 1 cm
+    outside) for 1 s (stop_time 0.3 s): the envelope stops (counted, ERROR on
+    the diagnostics), the arm comes to rest and is held (its weight too: no sag over 1 s), ~/resume is
+    refused while the tcp is outside, accepted once inside, and the command after it moves by no more
+    than the torque-rate limit per step."""
+    box, _ = box_around_start()
+    rate = 1000.0
+    loop = make_loop("gravity_compensation", **{"safety.frames": [TCP], "safety.boxes": box, "safety.stop_time": 0.3,
+                                                "torque_rate_limit": rate})
+    sim = MujocoSim(MODEL)
+    sim.reset(Q0)
+    loop.activate(0.0)
+    answers, taus, qs = {}, [], []
+
+    def at(k, loop):
+        if k == 900:
+            answers["outside"] = loop.resume_envelope()
+            answers["diag"] = loop.diagnostics()
+        if k == 3500:
+            answers["state_before"] = loop.envelope.state
+            answers["inside"] = loop.resume_envelope()
+
+    def record(k, sim, tau, q, v):
+        taus.append(tau)
+        qs.append(q)
+
+    run(loop, sim, 4500, at=at, push=lambda k: np.array([60.0, 0, 0, 0, 0, 0]) if k < 1000 else None, record=record)
+    qs, taus = np.array(qs), np.array(taus)
+    level, message, kv = answers["diag"]
+    print(f"resume outside: {answers['outside']}; diagnostics: {message}; before resume: {answers['state_before']}; "
+          f"resume inside: {answers['inside']}; sag while held (2.5-3.5 s) {np.abs(qs[3499] - qs[2500]).max():.2e} rad")
+    assert loop.counts["envelope.stops"] == 1
+    assert level == 2 and "safety envelope stop" in message, message
+    assert answers["outside"][0] is False and "still violated" in answers["outside"][1]
+    assert answers["state_before"] == "stopped"
+    assert np.abs(qs[3499] - qs[2500]).max() < 2e-3                 # held, not sagging
+    assert answers["inside"] == (True, "resumed")
+    assert loop.envelope.state in ("ok", "acting")
+    jumps = np.abs(np.diff(taus[3490:3600], axis=0)).max()
+    assert jumps <= rate * DT + 1e-9, jumps
+
+
+@pytest.mark.parametrize("law", ["cartesian_impedance", "joint_impedance"])
+def test_commanded_force_is_bounded(law):
+    """Bug: the force limit not applied, or applied to the command with gravity in it.  A target 0.25 m
+    away asks for a 250 N (Cartesian, k_pos 1000) or a large joint-space push; with max_force 40 N and
+    20 N on z, the wrench every command exerts at the tcp (J^+T (tau - g), reference backend) stays
+    within them; without the limit it does not (checked)."""
+    R, p = REF.frame_placement(Q0, TCP)
+    q1 = Q0 + np.array([0.3, 0.3, 0.0, 0.3, 0.0, 0.0, 0.0])
+    if law == "cartesian_impedance":
+        ref = CartesianReference(R, p + [0.15, 0.1, -0.15])
+        over = {f"cartesian_impedance.task.k_pos_{a}": 1000.0 for a in "xyz"}
+    else:
+        ref, over = JointReference(q1), {}
+    peaks = {}
+    for name, extra in (("without", {}), ("with", {"safety.max_force": 40.0, "safety.max_force_axis": [0, 0, 20.0],
+                                                     "safety.force_frame": TCP})):
+        loop = make_loop(law, **over, **extra)
+        sim = MujocoSim(MODEL)
+        sim.reset(Q0)
+        loop.activate(0.0)
+        fs = []
+        run(loop, sim, 400, at=lambda k, loop: k == 5 and loop.set_reference(ref),
+            record=lambda k, sim, tau, q, v: fs.append(motion_wrench(q, tau)))
+        fs = np.array(fs)
+        peaks[name] = (float(np.linalg.norm(fs[:, :3], axis=1).max()), float(np.abs(fs[:, 2]).max()))
+    print(f"{law}: peak commanded |f| / |f_z| without the limit {peaks['without']}, with it {peaks['with']}")
+    assert peaks["without"][0] > 60.0
+    assert peaks["with"][0] <= 40.0 * (1 + FORCE_TOL) and peaks["with"][1] <= 20.0 * (1 + FORCE_TOL), peaks
+
+
+def test_fuzzed_limits_and_references_keep_commands_finite_and_frames_inside():
+    """Bug: anything that lets a frame through or a NaN out.  Seeded random tables (a plane 2-8 cm under
+    the lowest of three frames with random radii, tilted up to 0.3 rad), random margins, stiffnesses,
+    dampings and speed limits, and references of every law aimed through the plane (gravity
+    compensation: a 5-15 N push toward it, which the repulsion alone must hold), 1 s each: every
+    command is finite and no frame's sphere gets beyond the plane by more than PLANE_BOUND."""
+    rng = np.random.default_rng(11)
+    frames = [TCP, "panda_link4", "panda_link6"]
+    worst, reached = np.inf, 0
+    for case in range(12):
+        law = ["gravity_compensation", "joint_impedance", "computed_torque", "cartesian_impedance"][case % 4]
+        tilt = rng.uniform(-0.3, 0.3, 2)
+        n = np.array([np.sin(tilt[0]), np.sin(tilt[1]), 1.0])
+        n /= np.linalg.norm(n)
+        P = np.array([REF.frame_placement(Q0, f)[1] for f in frames])
+        radii = rng.uniform(0.0, 0.04, 3)
+        d = float(np.min(P @ n - radii)) - rng.uniform(0.02, 0.08)          # every frame starts inside
+        margin = float(rng.uniform(0.01, 0.08))
+        loop = make_loop(law, **{"safety.frames": frames, "safety.frame_radii": radii.tolist(),
+                                 "safety.planes": [*n, d], "safety.margin": margin,
+                                 "safety.stiffness": float(15.0 / margin + rng.uniform(0, 2000)),
+                                 "safety.damping": float(rng.uniform(20, 200)),
+                                 "safety.max_linear_speed": float(rng.uniform(0.2, 1.0)), "safety.stop_time": 0.0})
+        sim = MujocoSim(MODEL)
+        sim.reset(Q0)
+        loop.activate(0.0)
+        R, p = REF.frame_placement(Q0, TCP)
+        if law == "cartesian_impedance":
+            ref = CartesianReference(R, p - n * rng.uniform(0.1, 0.3) + rng.uniform(-0.1, 0.1, 3))
+        else:
+            dq = np.array([rng.uniform(-0.5, 0.5), rng.uniform(0.2, 0.7), rng.uniform(-0.5, 0.5),
+                           rng.uniform(0.0, 0.5), rng.uniform(-0.5, 0.5), rng.uniform(-0.5, 0.5), 0.0])
+            ref = JointReference(np.clip(Q0 + dq, MODEL.lower_limits, MODEL.upper_limits))
+        push = -n * rng.uniform(5.0, 15.0) if law == "gravity_compensation" else None
+        clear = []
+
+        def record(k, sim, tau, q, v):
+            assert np.all(np.isfinite(tau)), tau
+            Pm = np.array([sim.frame_pose(f)[1] for f in frames])
+            clear.append(float(np.min(Pm @ n - d - radii)))
+
+        run(loop, sim, 1000, at=lambda k, loop: k == 5 and law != "gravity_compensation" and loop.set_reference(ref),
+            push=None if push is None else (lambda k: np.array([*push, 0, 0, 0])), record=record)
+        worst = min(worst, min(clear))
+        reached += min(clear) < margin
+    print(f"fuzz: worst clearance {worst:.4f} m; {reached} of 12 cases inside their margin")
+    assert reached >= 6, "the fuzz hardly reached the planes: it tests little"
+    assert worst >= -PLANE_BOUND
+
+
+@pytest.mark.parametrize("bad, what", [
+    ({"safety.frames": ["no_such_frame"]}, "unknown frame"),
+    ({"safety.frames": [TCP], "safety.planes": [0.0, 0.0, 1.0]}, "4 numbers per entry"),
+    ({"safety.frames": [TCP], "safety.planes": [0.0, 0.0, 0.0, 0.2]}, "zero normal"),
+    ({"safety.frames": [TCP], "safety.boxes": [0, 0, 0, 1, -1, 1]}, "not below max"),
+    ({"safety.frames": [TCP], "safety.planes": [0.0, 0.0, 1.0, float("nan")]}, "finite"),
+    ({"safety.frames": [TCP, "panda_link4"], "safety.frame_radii": [0.1, 0.1, 0.1]}, "one per frame"),
+    ({"safety.frames": [], "safety.planes": [0.0, 0.0, 1.0, 0.2]}, "no frame"),
+    ({"safety.margin": -0.1}, "must be >= 0"),
+    ({"safety.force_frame": "nope", "safety.max_force": 10.0}, "unknown frame"),
+])
+def test_bad_envelope_parameters_are_refused_with_the_reason_and_nothing_changes(bad, what):
+    """Bug: a bad value accepted, or half applied.  At construction: ValueError naming it; live: refused
+    with the reason and the envelope left as it was (its parameters and its effect)."""
+    with pytest.raises(ValueError, match=what):
+        make_loop("joint_impedance", **bad)
+    good = {"safety.frames": [TCP], "safety.planes": [0.0, 0.0, 1.0, TABLE]}
+    loop = make_loop("joint_impedance", **good)
+    before = loop.envelope.params
+    ok, reason = loop.set_params(bad)
+    assert not ok and what in reason, reason
+    assert loop.envelope.params == before
+    assert loop.params["safety.planes"] == [0.0, 0.0, 1.0, TABLE]
+
+
+def test_envelope_off_changes_nothing():
+    """Bug: the envelope acting when nothing is set (or near nothing).  The same run with no safety.*
+    parameter and with a plane 1 m below the arm gives the same commands bit for bit."""
+    out = {}
+    for name, extra in (("none", {}), ("far", {"safety.frames": [TCP], "safety.planes": [0.0, 0.0, 1.0, -1.0]})):
+        loop = make_loop("joint_impedance", **extra)
+        sim = MujocoSim(MODEL)
+        sim.reset(Q0)
+        loop.activate(0.0)
+        taus = []
+        run(loop, sim, 300, at=lambda k, loop: k == 5 and loop.set_reference(JointReference(Q0 + 0.1)),
+            record=lambda k, sim, tau, q, v: taus.append(tau))
+        out[name] = np.array(taus)
+    assert np.array_equal(out["none"], out["far"])
