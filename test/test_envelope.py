@@ -10,10 +10,13 @@ Bounds (stated, measured figures printed with -s):
 - PLANE_BOUND: how far beyond a plane a frame commanded through it may get (0 for the laws here: they
   stop inside the margin; 2 mm of slack for the approach's overshoot);
 - SPEED_TOL: a reference demanding 2x the speed limit keeps the frame under limit x (1 + SPEED_TOL);
+- TANK_TOL: relative excess of the arm's energy over its energy before a stiffness change plus the
+  tank's capacity;
 - FORCE_TOL: relative excess of the commanded force over max_force (the envelope's pseudo-inverse
   is damped, the oracle's is not).
 """
 import numpy as np
+import pinocchio as pin
 import pytest
 
 from robot_dynamics.control import CartesianReference, ControlLoop, JointReference, JointTrajectory
@@ -22,6 +25,7 @@ from robot_dynamics.sim import MujocoSim
 
 PLANE_BOUND = 0.002
 SPEED_TOL = 0.05
+TANK_TOL = 2e-3            # the tank prices a change with the error of the step before (one step of lag)
 FORCE_TOL = 1e-5           # the envelope's J^+T is damped (1e-8)
 DT = 1e-3
 TCP = "panda_hand_tcp"
@@ -362,3 +366,46 @@ def test_envelope_off_changes_nothing():
             record=lambda k, sim, tau, q, v: taus.append(tau))
         out[name] = np.array(taus)
     assert np.array_equal(out["none"], out["far"])
+
+
+def test_stiffness_jump_under_the_energy_tank():
+    """Bug: a stiffness change applied at once under the tank, a tank that never empties, or one that
+    never refills.  Joint impedance (fixed damping D) holds the arm deflected by a push; at the release
+    its stiffness is raised 10x live.  The arm's energy H = kinetic + spring at each state MuJoCo
+    reached (reference backend: 1/2 v^T M v), the spring's energy read from the command:
+    K_eff e = tau - g(q) + D v (the reference backend's g, D as set here), V = 1/2 e . (tau - g + D v).  Gravity compensated, H can grow only by what the tank pays, so
+    H(t) <= H(release) + C: without the tank H jumps about 10x (checked); with it the change still
+    completes (the damping refills the tank) and the stiffness in force is the one asked for."""
+    C = 0.05
+    k0, d = np.array([60.0] * 4 + [20.0] * 3), np.full(7, 4.0)
+    over = {"joint_impedance.k_gains": k0.tolist(), "joint_impedance.d_gains": d.tolist()}
+    jump = {"joint_impedance.k_gains": (10 * k0).tolist()}
+    out = {}
+    for name, extra in (("without", {}), ("with", {"safety.tank_capacity": C})):
+        loop = make_loop("joint_impedance", **over, **extra)
+        sim = MujocoSim(MODEL)
+        sim.reset(Q0)
+        loop.activate(0.0)
+        H = []
+
+        def at(k, loop):
+            if k == 1500:
+                ok, why = loop.set_params(jump)
+                assert ok, why
+
+        def record(k, sim, tau, q, v):
+            if k >= 1499:
+                e = Q0 - q
+                H.append(REF.kinetic_energy(q, v) + 0.5 * float(e @ (tau - REF.gravity(q) + d * v)))
+
+        run(loop, sim, 5000, at=at, push=lambda k: np.array([30.0, 0, -20.0, 0, 0, 0]) if k < 1500 else None,
+            record=record)
+        out[name] = (H[0], max(H[1:]), loop)
+    h0, peak, loop = out["with"]
+    print(f"H at the release {h0:.4f} J, C {C} J; peak H after the 10x jump without the tank "
+          f"{out['without'][1]:.4f} J, with it {peak:.4f} J; tank paid {loop.tank.paid:.4f} J")
+    assert out["without"][1] > 5 * out["without"][0] + C, out["without"][:2]
+    assert peak <= h0 + C + TANK_TOL * h0, (h0, peak)
+    assert loop.tank.target is None, "the change never completed"
+    assert loop.tank.paid > 2 * C                                   # refilled by the damping, and used
+    assert loop.law.params == make_loop("joint_impedance", **{**over, **jump}).law.params

@@ -260,6 +260,8 @@ class ControlLaw:
         self.dyn = backend
         self.nv = model.nv
         self.info = LawInfo()
+        self.track_damping_power = False               # impedance laws: set damping_power each compute
+        self.damping_power = 0.0                       # [W] their damping's dissipation (energy tank)
         self.fast = isinstance(backend, PinocchioBackend) and model.q_identity
         if self.fast:
             self.pm, self.pdata = backend.pm, backend.data

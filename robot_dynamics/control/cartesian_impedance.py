@@ -421,6 +421,8 @@ class CartesianImpedance(ControlLaw):
         # task wrench F = K e + D (xdot_d - xdot) + F_d
         F = self._F
         np.subtract(self.twist_d, xd, out=F)
+        if self.track_damping_power:
+            ev = F.copy()
         gi = self._dgiven_idx
         if not self._all_d_given and not gi.size and self._mean is not None:
             if not self._mean.factor(A, inverse=True):  # D = 2 zeta Lambda # K from A = Lambda^-1
@@ -438,6 +440,8 @@ class CartesianImpedance(ControlLaw):
             F[:] = D @ F
         else:
             F *= self.D_fixed
+        if self.track_damping_power:                    # (x'_d - x')^T D (x'_d - x') >= 0, task axes
+            self.damping_power = float(ev @ F)
         if self._any_force:
             self._force_axes(state, R, F)
         else:

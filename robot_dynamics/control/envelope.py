@@ -411,3 +411,44 @@ class SafetyEnvelope:
         self.violation_time = 0.0
         self.q_rest = None
         return True, "resumed"
+
+
+class EnergyTank:
+    """A passivity-based energy tank for live stiffness changes (after Ferraguti, Secchi, Fantuzzi).
+
+    The law's spring stores V = 1/2 e^T K e (K diagonal: joint or task axes, e its error).  Changing K to
+    K + dK at the error e adds 1/2 e^T dK e to the arm's energy without any work being done on it; the
+    tank pays for it.  Each step the effective stiffness moves toward the one asked for as far as the
+    tank's level allows (all of it when it can pay, else the fraction level / need, the tank then empty);
+    energy a change releases (need < 0) and the energy the law's damping dissipates, e'^T D e', flow into
+    the tank up to its capacity.  So the energy stiffness changes inject is bounded by the capacity plus
+    what the damping has taken out."""
+
+    def __init__(self, capacity=0.0):
+        self.capacity = self.level = float(capacity)
+        self.target = None                  # the stiffness asked for, not yet reached
+        self.paid = 0.0                     # energy the changes took from the tank [J], since construction
+
+    def set_capacity(self, capacity):
+        self.capacity = float(capacity)
+        self.level = min(self.level, self.capacity) if self.capacity > 0 else 0.0
+        if self.capacity <= 0:
+            self.target = None
+
+    def step(self, k, e):
+        """The stiffness to use now (k: the effective one, e: the spring's error), toward `target`."""
+        dk = self.target - k
+        need = 0.5 * float(np.dot(dk, e * e))
+        if need <= self.level:
+            self.level = min(self.capacity, self.level - need)
+            self.paid += max(need, 0.0)
+            k, self.target = self.target, None
+            return k
+        alpha = self.level / need
+        self.paid += self.level
+        self.level = 0.0
+        return k + alpha * dk
+
+    def refill(self, energy):
+        if energy > 0.0:
+            self.level = min(self.capacity, self.level + energy)

@@ -93,11 +93,14 @@ class JointImpedance(JointLaw):
                 M = self._mass(q, self._M)
         np.multiply(self.k, self._e, out=tau)
         if mean is not None:
-            tau += mean.apply(self._ed, out=self._dbuf)
+            damp = mean.apply(self._ed, out=self._dbuf)
         elif d is None:
-            tau += D @ self._ed
+            damp = D @ self._ed
         else:
-            tau += d * self._ed
+            damp = d * self._ed
+        tau += damp
+        if self.track_damping_power:                  # e'^T D e' >= 0: what the damping dissipates
+            self.damping_power = float(self._ed @ damp)
         if self.gravity_enabled:
             tau += self._g(q)
         if p["coriolis_feedforward"]:

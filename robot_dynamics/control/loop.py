@@ -68,8 +68,8 @@ import numpy as np
 from ..dynamics import make_backend
 from .base import CartesianReference, JointReference, State, check_vector
 from .cartesian_trajectory import CartesianTrajectory
-from .envelope import SafetyEnvelope
-from .params import ENVELOPE_KEYS, SAFETY_KEYS, SIX_KEYS, Unset, check_value, loop_param_specs
+from .envelope import EnergyTank, SafetyEnvelope
+from .params import ENVELOPE_KEYS, SAFETY_KEYS, SIX_KEYS, TANK_KEYS, Unset, check_value, loop_param_specs
 from .safety import SafetyFilter, SafetyParams
 from .trajectory import JointTrajectory
 from .wrench import WrenchProcessor
@@ -219,6 +219,9 @@ class ControlLoop:
         self.period = 1.0 / p["update_rate"]
         self.safety = SafetyFilter(m, self._safety_params(p))
         self.envelope = SafetyEnvelope(m, {ENVELOPE_KEYS[k]: self._envelope_value(k, p[k]) for k in ENVELOPE_KEYS})
+        self._tank_keys = TANK_KEYS.get(self.law_name, ())
+        self.tank = EnergyTank(p["safety.tank_capacity"] if self._tank_keys else 0.0)
+        self.law.track_damping_power = self.tank.capacity > 0
         self.cartesian = self.law_name == "cartesian_impedance"
         self.wrench_proc = None
         self.wrench_frame_error = None
@@ -377,12 +380,20 @@ class ControlLoop:
             if safety_updates:
                 self.safety.set_params(safety_updates)
             if law_updates:
-                self.law.set_params(law_updates)
+                tank = self.tank.capacity > 0 and any(k in law_updates for k in self._tank_keys)
+                k_now = self._stiffness() if tank else None
+                self.law.set_params(law_updates)               # validated whole
+                if tank:                                       # the stiffness: through the tank
+                    self.tank.target = self._stiffness()
+                    self._set_stiffness(k_now)
         except ValueError as e:
             self.safety.set_params(old_safety)
             self.envelope.set_params(old_envelope)
             return False, str(e)
         self._p.update(plain)
+        if "safety.tank_capacity" in plain and self._tank_keys:
+            self.tank.set_capacity(plain["safety.tank_capacity"])
+            self.law.track_damping_power = self.tank.capacity > 0
         if "log_throttle_period" in plain:
             self._throttle.period = float(plain["log_throttle_period"])
         return True, ""
@@ -866,7 +877,11 @@ class ControlLoop:
             st.wrench_frame = ""                         # observer.frame = the law's frame, its axes
         elif self.cartesian:
             self._process_wrench(now, dt)
+        if self.tank.target is not None:
+            self._set_stiffness(self.tank.step(self._stiffness(), self.law._e))
         tau = self.law.compute(st)
+        if self.tank.capacity > 0:
+            self.tank.refill(self.law.damping_power * dt)
         if self.envelope.enabled:
             tau = self._envelope(tau, st, dt, now)
         fallback = self._safe_torque if self._p["safe_command"] == "gravity" else None
@@ -890,6 +905,19 @@ class ControlLoop:
                                "then holding); ~/resume to go on")
             self._abort_payload_run("safety envelope stop", restore=False)
         return tau
+
+    def _stiffness(self):
+        """The law's stiffness under the energy tank, one vector (joint impedance: k_gains, model order;
+        Cartesian impedance: the six task.k_*)."""
+        p = self.law.params
+        return np.concatenate([np.atleast_1d(np.asarray(p[k], dtype=float)) for k in self._tank_keys])
+
+    def _set_stiffness(self, k):
+        keys = self._tank_keys
+        if len(keys) == 1:
+            self.law.set_params({keys[0]: np.broadcast_to(k, (self.n,)).tolist()})
+        else:
+            self.law.set_params({key: float(k[i]) for i, key in enumerate(keys)})
 
     def resume_envelope(self, now=None):
         """Leave a safety-envelope stop: the law then holds the current position and the command ramps
@@ -1037,6 +1065,9 @@ class ControlLoop:
                 kv.append(("payload_id.result", run.result_text()))
         if self.dynamics_run is not None:
             kv.append(("dynamics_id.state", self.dynamics_run.status()))
+        if self.tank.capacity > 0:
+            kv += [("tank.level", f"{self.tank.level:.4f}"), ("tank.paid", f"{self.tank.paid:.4f}"),
+                   ("tank.change_pending", str(self.tank.target is not None))]
         env = self.envelope
         if env.enabled:
             kv += [("envelope.state", env.state), ("envelope.stops", str(env.counts.get("stops", 0))),

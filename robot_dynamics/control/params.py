@@ -195,10 +195,18 @@ LOOP_PARAMS = [
     Spec("safety.stop_damping", 10.0, "joint damping of the stop [N m s/rad]", "nonneg", live=True),
     Spec("safety.stop_stiffness", 100.0, "joint stiffness of the hold after the stop [N m/rad]", "nonneg",
          live=True),
+    Spec("safety.tank_capacity", 0.0, "energy tank for live stiffness changes of joint_impedance (k_gains) and "
+         "cartesian_impedance (task.k_*) [J]: a change is applied as far as the tank pays for the spring energy "
+         "it adds, 1/2 e^T dK e, the rest as the law's damping refills it; starts full; 0: off", "nonneg",
+         live=True),
 ]
 
 # loop parameter -> EnvelopeParams field
-ENVELOPE_KEYS = {s.name: s.name[len("safety."):] for s in LOOP_PARAMS if s.name.startswith("safety.")}
+ENVELOPE_KEYS = {s.name: s.name[len("safety."):] for s in LOOP_PARAMS
+                 if s.name.startswith("safety.") and s.name != "safety.tank_capacity"}
+# the law keys whose live changes go through the energy tank, per law
+TANK_KEYS = {"joint_impedance": ("k_gains",),
+             "cartesian_impedance": tuple(f"task.k_{k}_{a}" for k in ("pos", "rot") for a in "xyz")}
 ENVELOPE_KEYS["safety.frame_radii"] = "radii"
 
 # loop parameter -> SafetyParams field
