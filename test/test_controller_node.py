@@ -578,6 +578,19 @@ def test_safety_envelope_over_ros_parameters_stop_and_resume(rig):
                               Parameter("safety.stiffness", value=k), Parameter("safety.margin", value=margin),
                               Parameter("safety.stop_time", value=0.3)])
     assert all(r.successful for r in res), [r.reason for r in res]
+    # the limits as markers (latched): the plane's square at (0, 0, d) in the base frame
+    from visualization_msgs.msg import Marker, MarkerArray
+    got = []
+    rig.h.create_subscription(MarkerArray, f"/{node.get_name()}/safety_markers", got.append,
+                              QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                                         durability=DurabilityPolicy.TRANSIENT_LOCAL))
+
+    def plane_marker():
+        ms = got[-1].markers if got else []
+        return len(ms) == 2 and ms[0].action == Marker.DELETEALL and ms[1].type == Marker.CUBE and \
+            np.allclose([ms[1].pose.position.x, ms[1].pose.position.y, ms[1].pose.position.z], [0, 0, d]) and \
+            ms[1].header.frame_id == _MODEL.frame_names[0]
+    wait_for(plane_marker, what="the plane's marker on ~/safety_markers")
     J = ref.frame_jacobian(Q0, tcp, "local_world_aligned")[:3]
     expected = gravity(Q0) + J.T @ (np.array([0.0, 0.0, 1.0]) * k * (margin - (p[2] - d)))
     rig.settle(ARM, Q0, lambda c: np.allclose(c, expected, atol=1e-6), "the repulsion on top of g(q)")

@@ -69,6 +69,6 @@ def test_package_xml_format3_declares_runtime_dependencies():
     assert root.find("export/build_type").text == "ament_python"
     deps = {e.text for e in root.iter() if e.tag.endswith("depend")}
     for needed in ("rclpy", "sensor_msgs", "geometry_msgs", "std_msgs", "trajectory_msgs", "diagnostic_msgs",
-                   "std_srvs", "lifecycle_msgs", "rosgraph_msgs", "pinocchio", "python3-numpy", "python3-scipy",
-                   "python3-yaml", "launch", "launch_ros", "python3-pytest", "launch_testing"):
+                   "visualization_msgs", "std_srvs", "lifecycle_msgs", "rosgraph_msgs", "pinocchio", "python3-numpy",
+                   "python3-scipy", "python3-yaml", "launch", "launch_ros", "python3-pytest", "launch_testing"):
         assert needed in deps, f"package.xml does not declare {needed}"

@@ -130,7 +130,8 @@ class SafetyEnvelope:
                                  f"{sorted(self.model.frame_names)[:12]} ...)")
         radii = _floats("frame_radii", new["radii"])
         if radii.size not in (0, 1, len(frames)):
-            raise ValueError(f"safety.frame_radii: expected 1 or {len(frames)} values (one per frame), got {radii.size}")
+            raise ValueError(f"safety.frame_radii: expected 1 or {len(frames)} values (one per frame), "
+                             f"got {radii.size}")
         if np.any(radii < 0):
             raise ValueError("safety.frame_radii: must be >= 0")
         radii = np.broadcast_to(radii if radii.size else np.zeros(1), (len(frames),)).copy()
@@ -184,6 +185,18 @@ class SafetyEnvelope:
             self.state = "ok"
         elif not self.enabled and getattr(self, "state", None) in ("ok", "acting"):
             self.state = "off"
+
+    def shapes(self, plane_size=2.0):
+        """The limits as drawable shapes (base frame), for markers: ("plane", point, normal, size) with
+        the point of the plane nearest to the base origin, and ("box", center, extent)."""
+        out = []
+        for nx, ny, nz, d in np.asarray(self._p.planes, float).reshape(-1, 4):
+            n = np.array([nx, ny, nz])
+            k = np.linalg.norm(n)
+            out.append(("plane", n * (d / k) / k, n / k, plane_size))
+        for b in np.asarray(self._p.boxes, float).reshape(-1, 6):
+            out.append(("box", 0.5 * (b[:3] + b[3:]), b[3:] - b[:3]))
+        return out
 
     # ---- helpers ----
     def _flag(self, reason):

@@ -391,6 +391,7 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
         c.safe_ramping = False
         qos_out = make_qos(self._p("output_qos_reliability"), self._p("output_qos_depth"))
         c.out = Outputs(self, c.loop, self._p("command_topic"), qos_out, self._p("publish_joint_command"))
+        c.out.safety_markers(c.loop, c.model.frame_names[0])
         c.cmd_np, c.cmd_pub, c.state_pub = c.out.cmd_np, c.out.cmd_pub, c.out.state_pub
         # the joint states: taken by the control thread itself (serialized), never by the executor
         c.js_sub = TakeSubscription(self, JointState, self._p("joint_states_topic"),

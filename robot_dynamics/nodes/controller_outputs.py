@@ -1,11 +1,13 @@
 """What the torque controller node publishes per control step, preallocated at configure and published
 from its control thread: the command (a serialized std_msgs/Float64MultiArray, nodes/cdr.py), and
 when wanted ~/joint_command (sensor_msgs/JointState efforts), ~/state (only while it has subscribers)
-and the momentum observer's ~/external_wrench, ~/external_torque and ~/collision.
+and the momentum observer's ~/external_wrench, ~/external_torque and ~/collision; and, from the
+executor, the safety envelope's limits as markers on ~/safety_markers (latched).
 
     out = Outputs(node, loop, command_topic, qos_out, publish_joint_command)
     out.command(tau, stamp_ns, safe, publish_state)    # tau in model order
     out.observer(loop, now, stamp_ns, safe)            # after a control step
+    out.safety_markers(loop, frame_id)                 # at configure and after a safety.* change
     out.destroy()
 """
 import time
@@ -16,6 +18,7 @@ from geometry_msgs.msg import WrenchStamped
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray
+from visualization_msgs.msg import Marker, MarkerArray
 
 from .cdr import Float64ArrayCdr
 
@@ -96,6 +99,7 @@ class Outputs:
             self.jc_pub = node.create_publisher(JointState, "~/joint_command", qos_out)
             self.jc_msg = JointState(name=joints)
             self.jc_eff = bind_array(self.jc_msg, "effort", n)
+        self.markers_pub = node.create_publisher(MarkerArray, "~/safety_markers", QOS_COLLISION)
         self.obs_wrench_pub = self.obs_torque_pub = self.collision_pub = None
         obs = loop.observer
         if obs is not None:
@@ -149,6 +153,37 @@ class Outputs:
         tm.effort = obs.r[loop.perm].tolist()
         self.obs_torque_pub.publish(tm)
 
+    def safety_markers(self, loop, frame_id):
+        """The envelope's planes (thin squares) and boxes (translucent cubes) as a MarkerArray; the
+        markers of the last publication are deleted first (DELETEALL)."""
+        msgs = [Marker(action=Marker.DELETEALL)]
+        for k, shape in enumerate(loop.envelope.shapes()):
+            m = Marker(ns="safety_envelope", id=k, type=Marker.CUBE, action=Marker.ADD)
+            m.header.frame_id = frame_id
+            m.frame_locked = True
+            if shape[0] == "plane":
+                _, point, n, size = shape
+                m.scale.x = m.scale.y = float(size)
+                m.scale.z = 0.002
+                z = np.array([0.0, 0.0, 1.0])              # the square's normal z turned onto n
+                axis = np.cross(z, n)
+                s_, c_ = np.linalg.norm(axis), float(z @ n)
+                axis = axis / s_ if s_ > 1e-12 else np.array([1.0, 0.0, 0.0])
+                half = 0.5 * np.arctan2(s_, c_)
+                qx, qy, qz = np.sin(half) * axis
+                m.pose.orientation.x, m.pose.orientation.y, m.pose.orientation.z = float(qx), float(qy), float(qz)
+                m.pose.orientation.w = float(np.cos(half))
+                center = point
+                m.color.r, m.color.g, m.color.b, m.color.a = 1.0, 0.4, 0.0, 0.35
+            else:
+                _, center, extent = shape
+                m.scale.x, m.scale.y, m.scale.z = (float(x) for x in extent)
+                m.pose.orientation.w = 1.0
+                m.color.r, m.color.g, m.color.b, m.color.a = 0.0, 0.6, 1.0, 0.12
+            m.pose.position.x, m.pose.position.y, m.pose.position.z = (float(x) for x in center)
+            msgs.append(m)
+        self.markers_pub.publish(MarkerArray(markers=msgs))
+
     def flush(self, timeout=0.5):
         """Wait (bounded) until reliable subscribers have acknowledged the last commands."""
         from rclpy.duration import Duration
@@ -161,6 +196,6 @@ class Outputs:
 
     def destroy(self):
         for pub in (self.cmd_pub, self.state_pub, self.jc_pub, self.obs_wrench_pub, self.obs_torque_pub,
-                    self.collision_pub):
+                    self.collision_pub, self.markers_pub):
             if pub is not None:
                 self.node.destroy_publisher(pub)

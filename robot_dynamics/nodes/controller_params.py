@@ -141,6 +141,9 @@ TOPICS = [
      'observer.enabled: the residual r (external joint torques [N m]) in `effort`, `joints` order, same rate'),
     ('pub', '~/collision', 'std_msgs/Bool',
      'observer.enabled, reliable, TRANSIENT_LOCAL: the collision flag (threshold / release hysteresis), on every change'),
+    ("pub", "~/safety_markers", "visualization_msgs/MarkerArray",
+     "the safety envelope's planes (thin squares) and boxes (translucent cubes) in the base frame, reliable "
+     "TRANSIENT_LOCAL: at configure and after every safety.* change (RViz, Foxglove)"),
     ("pub", "/diagnostics", "diagnostic_msgs/DiagnosticArray",
      "loop rate, step latency, safety-filter interventions, rejected messages, watchdog (diagnostics_period)"),
     ("pub", "~/payload_estimate", "geometry_msgs/InertiaStamped",

@@ -146,6 +146,8 @@ class ControllerServices:
                 ok, reason = c.loop.set_params(loop_updates)
             if not ok:
                 return SetParametersResult(successful=False, reason=reason)
+            if any(k.startswith("safety.") for k in loop_updates):
+                c.out.safety_markers(c.loop, c.model.frame_names[0])
         return SetParametersResult(successful=True)
 
     # ---------------------------------------------------------------- diagnostics
