@@ -605,3 +605,43 @@ def test_safety_envelope_over_ros_parameters_stop_and_resume(rig):
     rig.command_for(ARM, q_in)
     res = rig.call(Trigger, f"/{node.get_name()}/resume", Trigger.Request())
     assert res.success, res.message
+
+
+def test_joint_impedance_takes_a_target_pose_through_the_ik(rig):
+    """joint_impedance with ik.frame = panda_hand_tcp: ~/target_pose 2 m away is refused with its
+    reason (rejected.target_pose); the pose of the tcp at a nearby configuration is accepted and the
+    command, with the state held at Q0, turns into K (q_d - Q0) + g(Q0) with q_d moving toward an IK
+    solution of that pose (checked once settled: the reference's tcp pose, reference FK, is the
+    goal)."""
+    from geometry_msgs.msg import PoseStamped
+    import pinocchio as pin
+    from robot_dynamics.dynamics import make_backend
+    ref = make_backend(_MODEL, "reference")
+    k = 50.0
+    node = rig.controller(controller="joint_impedance", watchdog_timeout=10.0, **{"ik.frame": "panda_hand_tcp",
+                          "joint_impedance.k_gains": [k], "joint_impedance.d_gains": [0.0]}, **FAST)
+    wait_active(rig, node)
+    rig.command_for(ARM, Q0)
+    pose_pub = rig.h.create_publisher(PoseStamped, f"/{node.get_name()}/target_pose", 10)
+    wait_for(lambda: pose_pub.get_subscription_count() > 0, what="target_pose subscriber")
+
+    def pose(R, p):
+        m = PoseStamped()
+        m.pose.position.x, m.pose.position.y, m.pose.position.z = (float(x) for x in p)
+        (m.pose.orientation.x, m.pose.orientation.y, m.pose.orientation.z,
+         m.pose.orientation.w) = (float(x) for x in pin.Quaternion(R).coeffs())
+        return m
+    R0, p0 = ref.frame_placement(Q0, "panda_hand_tcp")
+    pose_pub.publish(pose(R0, p0 + [2.0, 0.0, 0.0]))
+    wait_for(lambda: int(rig.diagnostics(node)[0].get("rejected.target_pose", 0)) >= 1,
+             what="rejected.target_pose (out of reach)", every=lambda: (rig.publish(ARM, Q0), time.sleep(0.02)))
+    Rg, pg = ref.frame_placement(Q0 + 0.1, "panda_hand_tcp")
+    pose_pub.publish(pose(Rg, pg))
+    wait_for(lambda: int(rig.diagnostics(node)[0].get("accepted.target_pose", 0)) >= 1,
+             what="accepted.target_pose", every=lambda: (rig.publish(ARM, Q0), time.sleep(0.02)))
+
+    def at_goal(c):                  # c = K (q_d - Q0) + g: q_d from the command, its tcp at the goal?
+        q_d = Q0 + (c - gravity(Q0)) / k
+        R, p = ref.frame_placement(q_d, "panda_hand_tcp")
+        return np.linalg.norm(p - pg) < 1e-6 and np.linalg.norm(pin.log3(Rg.T @ R)) < 1e-6
+    rig.settle(ARM, Q0, at_goal, "the reference at an IK solution of the pose")

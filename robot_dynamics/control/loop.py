@@ -919,6 +919,27 @@ class ControlLoop:
         else:
             self.law.set_params({key: float(k[i]) for i, key in enumerate(keys)})
 
+    def cartesian_goal(self, ref):
+        """A CartesianReference (its pose) or CartesianTrajectory for a joint law -> a JointTrajectory
+        through the inverse kinematics of `ik.frame` (control/ik_reference.py), seeded with the law's
+        reference (the measured state before one).  ValueError with the reason (out of reach, a
+        singular configuration, a branch jump; a law that takes no joint reference).  Costs up to
+        100-200 ms for an unreachable pose: call it off the control path (the node does, on its
+        executor, before taking its lock); it reads the loop's state without changing it."""
+        from .ik_reference import IKReference
+        if self.cartesian or self.law_name == "gravity_compensation":
+            raise ValueError(f"{self.law_name}: the inverse kinematics is for the joint laws")
+        frame = self._p["ik.frame"] or self.model.frame_names[-1]
+        self.model.check_frame(frame)
+        conv = getattr(self, "_ik_ref", None)
+        if conv is None or conv.frame != frame or conv.min_sv != self._p["ik.min_singular_value"]:
+            conv = self._ik_ref = IKReference(self.model, frame, self._p["ik.min_singular_value"])
+        q_d = getattr(self.law, "q_d", None)
+        seed = np.array(q_d if q_d is not None and self.have_state else self.q, dtype=float)
+        if isinstance(ref, CartesianTrajectory):
+            return conv.trajectory(seed, ref)
+        return conv.pose(seed, ref.R, ref.p)
+
     def resume_envelope(self, now=None):
         """Leave a safety-envelope stop: the law then holds the current position and the command ramps
         from the one sent (as after a watchdog trip).  Refused while a frame is still outside or too fast."""

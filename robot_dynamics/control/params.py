@@ -160,6 +160,12 @@ LOOP_PARAMS = [
          "file; empty: not written (the result is still in the status)", live=True),
     Spec("payload_id.max_mass_std", 0.05, "refuse to attach an estimate whose mass std / mass exceeds this",
          "positive", live=True),
+    # Cartesian goals for the joint laws (control/ik_reference.py)
+    Spec("ik.frame", "", "frame a Cartesian goal (~/target_pose, ~/cartesian_trajectory) of joint_impedance / "
+         "computed_torque places, through the inverse kinematics; empty: the model's last frame (the tool tip)",
+         live=True),
+    Spec("ik.min_singular_value", 0.02, "a goal whose IK solution has the frame Jacobian's smallest singular "
+         "value below this is refused (a singular configuration)", "nonneg", live=True),
     # the Cartesian safety envelope (control/envelope.py): every law, live; checked as a whole
     Spec("safety.frames", UNSET_STRING_ARRAY, "frames kept inside the workspace planes / boxes and under the "
          "speed limits (the TCP, the flange, the elbow, ...); not set: no envelope", live=True),

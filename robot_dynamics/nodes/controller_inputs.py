@@ -114,10 +114,10 @@ class ReferenceInputs:
 
     def _on_target_pose(self, msg):
         def convert(c):
-            if not c.cartesian:
-                raise ValueError(f"{c.law_name} takes no Cartesian reference")
             self._check_base_frame(c, msg.header.frame_id, "target_pose")
             R, p = pose_to_rp(msg.pose)
+            if not c.cartesian:                # a joint law: the pose of ik.frame, through the IK
+                return c.loop.cartesian_goal(CartesianReference(R, p))
             tw = self._target_twist            # the latest ~/target_twist, if at most 0.1 s old
             if tw is not None and time.monotonic() - tw[0] <= TARGET_TWIST_MAX_AGE:
                 return CartesianReference(R, p, twist=tw[1])
@@ -143,18 +143,16 @@ class ReferenceInputs:
 
     def _on_cartesian_trajectory(self, raw):
         def convert(c):
-            if not c.cartesian:
-                raise ValueError(f"{c.law_name} takes no Cartesian trajectory")
             msg = self._read_trajectory(raw, read_multidof_trajectory, MultiDOFJointTrajectory)
             self._check_base_frame(c, self._header(msg)[2], "cartesian_trajectory")
-            frame = c.law.frame
+            frame = c.law.frame if c.cartesian else (c.loop.param("ik.frame") or c.model.frame_names[-1])
             names = list(msg.joint_names)
             if names and frame not in names:
                 raise ValueError(f"cartesian_trajectory: joint_names {names} do not name the controlled "
                                  f"frame {frame!r} (empty: the controlled frame)")
             tr = cartesian_trajectory_from_msg(msg, names.index(frame) if names else 0)
             tr.stamp = self._trajectory_stamp(msg, float(tr.times[-1]), "cartesian_trajectory")
-            return tr
+            return tr if c.cartesian else c.loop.cartesian_goal(tr)     # a joint law: through the IK
         self._reference("cartesian_trajectory", convert)
 
     def _on_target_wrench(self, msg):

@@ -82,7 +82,7 @@ GENERAL_PARAMS = [
     *[_loop(n) for n in _LOOP if n.startswith("observer.") or n == "cartesian_impedance.wrench_source"],
     *[_loop(n) for n in _LOOP if n.startswith("payload_id.")],
     *[_loop(n) for n in _LOOP if n.startswith("dynamics_id.")],
-    *[_loop(n) for n in _LOOP if n.startswith("safety.")],
+    *[_loop(n) for n in _LOOP if n.startswith("safety.") or n.startswith("ik.")],
     ParamSpec("diagnostics_period", 1.0, "period of /diagnostics [s]", "positive", startup=True),
     ParamSpec("executor", "single", "rclpy executor of main() for everything but the per-message path "
               "(parameters, services, references, lifecycle, diagnostics): SingleThreadedExecutor, "
@@ -120,14 +120,18 @@ TOPICS = [
      "rejected), on the node's clock; starts from the reference being followed (no jump)"),
     ("sub", "~/target_joint_state", "sensor_msgs/JointState", "joint set-point (position, optional velocity)"),
     ("sub", "~/target_pose", "geometry_msgs/PoseStamped",
-     "pose of the controlled frame in the base frame (cartesian_impedance)"),
+     "pose of the controlled frame in the base frame (cartesian_impedance); for joint_impedance / "
+     "computed_torque the pose of ik.frame, turned into a joint goal by the inverse kinematics (refused with "
+     "the reason when out of reach or singular)"),
     ("sub", "~/target_wrench", "geometry_msgs/WrenchStamped",
      "feed-forward wrench the robot exerts, base-frame axes (cartesian_impedance)"),
     ("sub", "~/cartesian_trajectory", "trajectory_msgs/MultiDOFJointTrajectory",
      "trajectory of the controlled frame (cartesian_impedance): joint_names empty or naming that frame "
      "(else rejected), its transform per point, optional velocities / accelerations (feed-forward); "
      "interpolated on SE(3); header.stamp as for ~/joint_trajectory; starts from the pose, twist and "
-     "acceleration being followed"),
+     "acceleration being followed.  joint_impedance / computed_torque: ik.frame's points solved by the "
+     "inverse kinematics one after the other, followed as a joint trajectory at the points' times (refused "
+     "with the point when one is out of reach, singular, or needs a joint beyond its velocity limit)"),
     ("sub", "~/target_twist", "geometry_msgs/TwistStamped",
      "twist of the streamed target, base-frame axes; sent with the next ~/target_pose (<= 0.1 s old)"),
     ("pub", "command_topic (/effort_controller/commands)", "std_msgs/Float64MultiArray",

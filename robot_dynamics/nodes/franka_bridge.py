@@ -444,6 +444,8 @@ class FrankaBridge(Node):
             if msg.header.frame_id not in ("", "world", self.model.frame_names[0]):
                 raise ValueError(f"target_pose: frame {msg.header.frame_id!r} is not the robot base")
             R, p = pose_to_rp(msg.pose)
+            if not loop.cartesian:             # a joint law: the pose of ik.frame, through the IK
+                return loop.cartesian_goal(CartesianReference(R, p))
             return CartesianReference(R, p)
         self._reference("target_pose", convert)
 
