@@ -25,6 +25,7 @@ from robot_dynamics.sim import MujocoSim
 
 PLANE_BOUND = 0.002
 SPEED_TOL = 0.05
+PATH_DEV = 0.02            # rad: a time-scaled trajectory followed off its joint path by at most this
 TANK_TOL = 2e-3            # the tank prices a change with the error of the step before (one step of lag)
 FORCE_TOL = 1e-5           # the envelope's J^+T is damped (1e-8)
 DT = 1e-3
@@ -409,3 +410,39 @@ def test_stiffness_jump_under_the_energy_tank():
     assert loop.tank.target is None, "the change never completed"
     assert loop.tank.paid > 2 * C                                   # refilled by the damping, and used
     assert loop.law.params == make_loop("joint_impedance", **{**over, **jump}).law.params
+
+
+@pytest.mark.parametrize("law", ["computed_torque", "joint_impedance"])
+def test_time_scaling_slows_a_fast_trajectory_down_instead_of_chasing_it(law):
+    """Bug: the time scaling off or wrong (the reference runs ahead, the arm cut off its path).  The
+    trajectory asking 4x the speed limit: with safety.time_scaling the arm stays on the trajectory's
+    joint path (MuJoCo's q against the path sampled from the trajectory the test built: PATH_DEV) and
+    the tcp under the limit, reaching the goal later than 0.8 s; with it off the arm leaves the path
+    by more (the speed rows cut the reference's motion in Cartesian space, not along the path)."""
+    vmax = 0.25
+    tr, q1 = fast_trajectory(0.8)
+    path = np.array([tr.sample(t)[0] for t in np.linspace(0.0, 0.8, 4001)])
+    out = {}
+    for name, scaling in (("scaled", True), ("chased", False)):
+        sim = MujocoSim(MODEL)
+        sim.reset(Q0)
+        loop = make_loop(law, **{"safety.frames": [TCP], "safety.max_linear_speed": vmax,
+                                 "safety.time_scaling": scaling})
+        loop.activate(0.0)
+        dev, ps, arrived = [], [], None
+
+        def record(k, sim, tau, q, v):
+            nonlocal arrived
+            dev.append(float(np.min(np.max(np.abs(path - sim.q), axis=1))))
+            ps.append(sim.frame_pose(TCP)[1].copy())
+            if arrived is None and np.abs(sim.q - q1).max() < 1e-3:
+                arrived = k * DT
+        run(loop, sim, 4000, at=lambda k, loop: k == 0 and loop.set_reference(tr), record=record)
+        speed = np.linalg.norm(np.diff(np.array(ps), axis=0), axis=1) / DT
+        out[name] = (max(dev), float(speed.max()), arrived)
+    print(f"{law}: path deviation scaled {out['scaled'][0]:.4f} rad, chased {out['chased'][0]:.4f} rad; peak tcp "
+          f"speed {out['scaled'][1]:.3f} / {out['chased'][1]:.3f} m/s; arrived at {out['scaled'][2]} / "
+          f"{out['chased'][2]} s")
+    assert out["scaled"][0] < PATH_DEV < out["chased"][0], out
+    assert out["scaled"][1] <= vmax * (1 + SPEED_TOL), out
+    assert out["scaled"][2] is not None and out["scaled"][2] > 0.8, out

@@ -421,6 +421,13 @@ class JointLaw(ControlLaw):
         n = self.nv
         self.q_d, self.v_d, self.a_d = None, np.zeros(n), np.zeros(n)
         self.trajectory = None
+        # time scaling of a trajectory (the safety envelope's speed limit): the trajectory's clock runs
+        # at time_scale s in [0, 1] (set by the caller each step, ds/dt = time_scale_rate); the
+        # reference is sampled at t - lag and its velocity and acceleration scaled: v_d = s v,
+        # a_d = s^2 a + s' v.  lag stays exactly 0 while s = 1 (the unscaled path is untouched).
+        self.time_scale, self.time_scale_rate = 1.0, 0.0
+        self.v_nominal = np.zeros(n)         # the trajectory's own velocity at the sampled time
+        self._lag, self._t_prev = 0.0, None
         self._e = np.zeros(n)
         self._ed = np.zeros(n)
         self.info.error = np.zeros(n)
@@ -435,6 +442,7 @@ class JointLaw(ControlLaw):
         self.v_d[:] = 0.0
         self.a_d[:] = 0.0
         self.trajectory = None
+        self.time_scale, self.time_scale_rate = 1.0, 0.0
         self.info.status = "holding"
 
     def set_reference(self, ref):
@@ -445,6 +453,8 @@ class JointLaw(ControlLaw):
             if ref.nv != n:
                 raise ValueError(f"{self.name}: trajectory has {ref.nv} joints, the model {n}")
             self.trajectory = ref
+            self._lag, self._t_prev = 0.0, None
+            self.time_scale, self.time_scale_rate = 1.0, 0.0
             self.info.status = "trajectory"
             return
         if not isinstance(ref, JointReference):
@@ -478,9 +488,18 @@ class JointLaw(ControlLaw):
             if not tr.started:               # from the reference being followed (held: the state
                 tr.start(state.t, self.q_d, self.v_d, a0=self.a_d,  # at activation), so nothing jumps
                          continuous=self.continuous, **self.approach_bounds())
-            q_d, v_d, a_d = tr.sample(state.t)
+            sc = self.time_scale
+            if self._t_prev is not None and (sc != 1.0 or self._lag):
+                self._lag += (1.0 - sc) * (state.t - self._t_prev)
+            self._t_prev = state.t
+            t_tr = state.t - self._lag if self._lag else state.t
+            q_d, v_d, a_d = tr.sample(t_tr)
+            self.v_nominal[:] = v_d
+            if sc != 1.0 or self._lag:
+                a_d = sc * sc * a_d + self.time_scale_rate * v_d
+                v_d = sc * v_d
             self.q_d, self.v_d[:], self.a_d[:] = q_d, v_d, a_d
-            if tr.done(state.t):
+            if tr.done(t_tr):
                 self.info.status = "trajectory done"
         shortest_error(self.q_d, q, self.continuous, out=self._e)   # continuous joints: shortest angle
         np.subtract(self.v_d, v, out=self._ed)

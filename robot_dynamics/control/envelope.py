@@ -186,6 +186,22 @@ class SafetyEnvelope:
         elif not self.enabled and getattr(self, "state", None) in ("ok", "acting"):
             self.state = "off"
 
+    def reference_speed_ratio(self, q, v):
+        """The largest speed / limit of the listed frames if the arm moved at q with joint velocity v
+        (a reference's: the time scaling of a trajectory); 0 without speed limits."""
+        if not self._speed_on:
+            return 0.0
+        p = self._p
+        pin.computeJointJacobians(self.pm, self.pd, self._pq(q))
+        r = 0.0
+        for fid in self.fids:
+            t = self._jacobian(fid) @ v
+            if p.max_linear_speed > 0:
+                r = max(r, math.sqrt(t[0] * t[0] + t[1] * t[1] + t[2] * t[2]) / p.max_linear_speed)
+            if p.max_angular_speed > 0:
+                r = max(r, math.sqrt(t[3] * t[3] + t[4] * t[4] + t[5] * t[5]) / p.max_angular_speed)
+        return r
+
     def shapes(self, plane_size=2.0):
         """The limits as drawable shapes (base frame), for markers: ("plane", point, normal, size) with
         the point of the plane nearest to the base origin, and ("box", center, extent)."""

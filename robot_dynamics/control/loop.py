@@ -877,6 +877,8 @@ class ControlLoop:
             st.wrench_frame = ""                         # observer.frame = the law's frame, its axes
         elif self.cartesian:
             self._process_wrench(now, dt)
+        if self.envelope._speed_on and getattr(self.law, "trajectory", None) is not None:
+            self._time_scale(st, dt)
         if self.tank.target is not None:
             self._set_stiffness(self.tank.step(self._stiffness(), self.law._e))
         tau = self.law.compute(st)
@@ -905,6 +907,24 @@ class ControlLoop:
                                "then holding); ~/resume to go on")
             self._abort_payload_run("safety envelope stop", restore=False)
         return tau
+
+    TIME_SCALE_RATE = (20.0, 2.0)   # 1/s: how fast a trajectory's time scale may fall and rise
+
+    def _time_scale(self, st, dt):
+        """The safety envelope's time scaling of a joint law's trajectory: s -> the largest value in
+        [0, 1] that keeps the reference's frame speeds (its nominal velocity, the last step's, at the
+        measured q) at 0.9 x their limits, falling and rising at TIME_SCALE_RATE at most."""
+        law = self.law
+        target = 1.0
+        if self._p["safety.time_scaling"] and law.trajectory.started and law.info.status != "trajectory done":
+            ratio = self.envelope.reference_speed_ratio(st.q, law.v_nominal)
+            if ratio > 0.9:
+                target = 0.9 / ratio
+        s = law.time_scale
+        down, up = self.TIME_SCALE_RATE
+        s_new = min(max(target, s - down * dt), s + up * dt, 1.0)
+        law.time_scale_rate = (s_new - s) / dt if dt > 0 else 0.0
+        law.time_scale = s_new
 
     def _stiffness(self):
         """The law's stiffness under the energy tank, one vector (joint impedance: k_gains, model order;

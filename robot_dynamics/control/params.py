@@ -185,6 +185,9 @@ LOOP_PARAMS = [
     Spec("safety.max_angular_speed", 0.0, "rotational speed limit of each frame [rad/s]; 0: none", "nonneg",
          live=True),
     Spec("safety.speed_damping", 100.0, "damping of the speed above the limit [N s/m]", "nonneg", live=True),
+    Spec("safety.time_scaling", True, "a joint law's trajectory whose reference would move a frame faster than "
+         "0.9 x its speed limit is slowed down (its clock runs at s < 1, v_d and a_d scaled), not chased",
+         live=True),
     Spec("safety.angular_speed_damping", 5.0, "damping of the angular speed above the limit [N m s/rad]",
          "nonneg", live=True),
     Spec("safety.force_frame", "", "frame whose commanded wrench is limited; empty: the model's last frame",
@@ -209,7 +212,7 @@ LOOP_PARAMS = [
 
 # loop parameter -> EnvelopeParams field
 ENVELOPE_KEYS = {s.name: s.name[len("safety."):] for s in LOOP_PARAMS
-                 if s.name.startswith("safety.") and s.name != "safety.tank_capacity"}
+                 if s.name.startswith("safety.") and s.name not in ("safety.tank_capacity", "safety.time_scaling")}
 # the law keys whose live changes go through the energy tank, per law
 TANK_KEYS = {"joint_impedance": ("k_gains",),
              "cartesian_impedance": tuple(f"task.k_{k}_{a}" for k in ("pos", "rot") for a in "xyz")}
