@@ -25,6 +25,7 @@ import pinocchio as pin
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from robot_dynamics.dynamics import Model, PinocchioBackend  # noqa: E402
 from robot_dynamics.dynamics import reference as ref  # noqa: E402
+from robot_dynamics.dynamics.loops import rk4  # noqa: E402
 from robot_dynamics.dynamics.reference.constrained import (Contact, FrameConstraint,  # noqa: E402
                                                            constrained_dynamics, contact_dynamics)
 from robot_dynamics.sim.mujoco_sim import MujocoSim  # noqa: E402
@@ -127,12 +128,7 @@ def drift(model, rd, baumgarte, T=1.0, dt=1e-3):
     dE = dp = dv = 0.0
     t0 = time.perf_counter()
     for _ in range(int(round(T / dt))):                          # RK4
-        k1q, k1v = v, f(q, v)
-        k2q, k2v = v + 0.5 * dt * k1v, f(q + 0.5 * dt * k1q, v + 0.5 * dt * k1v)
-        k3q, k3v = v + 0.5 * dt * k2v, f(q + 0.5 * dt * k2q, v + 0.5 * dt * k2v)
-        k4q, k4v = v + dt * k3v, f(q + dt * k3q, v + dt * k3v)
-        q = q + dt / 6.0 * (k1q + 2 * k2q + 2 * k3q + k4q)
-        v = v + dt / 6.0 * (k1v + 2 * k2v + 2 * k3v + k4v)
+        q, v = rk4(f, q, v, dt)
         dE = max(dE, abs(energy(q, v) - E0))
         dp = max(dp, np.linalg.norm(P.frame_placement(q, TCP)[1] - p0))
         dv = max(dv, np.linalg.norm(P.frame_jacobian(q, TCP, "local_world_aligned")[:3] @ v))

@@ -32,7 +32,7 @@ import pytest
 
 from robot_dynamics.dynamics import Model, robots
 from robot_dynamics.dynamics import reference as ref
-from robot_dynamics.dynamics.loops import ClosedChain
+from robot_dynamics.dynamics.loops import ClosedChain, rk4
 from robot_dynamics.dynamics.reference import spatial
 from robot_dynamics.dynamics.reference.constrained import (FrameConstraint, constrained_dynamics,
                                                            constraint_error, constraint_jacobian, contact_dynamics)
@@ -396,12 +396,7 @@ def test_four_bar_matches_mujoco_connect(four_bar):
     f = lambda q, v: four_bar.forward_dynamics(q, v, [0.0], K)[0]   # noqa: E731
     worst_q = 0.0
     for _ in range(500):
-        k1q, k1v = v, f(q, v)
-        k2q, k2v = v + 0.5 * dt * k1v, f(q + 0.5 * dt * k1q, v + 0.5 * dt * k1v)
-        k3q, k3v = v + 0.5 * dt * k2v, f(q + 0.5 * dt * k2q, v + 0.5 * dt * k2v)
-        k4q, k4v = v + dt * k3v, f(q + dt * k3q, v + dt * k3v)
-        q = q + dt / 6.0 * (k1q + 2 * k2q + 2 * k3q + k4q)
-        v = v + dt / 6.0 * (k1v + 2 * k2v + 2 * k3v + k4v)
+        q, v = rk4(f, q, v, dt)
         mujoco.mj_step(m, d)
         worst_q = max(worst_q, np.max(np.abs(q - d.qpos)))
     print(f"four-bar 0.5 s trajectory vs MuJoCo: max |q - q_mj| {worst_q:.1e} rad, |v| up to "

@@ -31,7 +31,9 @@ def rd(model):
     return ref.RefData(model.tree)
 
 
-def pin_constraint_dynamics(model, q, v, tau, kind):
+def pin_tcp_constraint(model, kind):
+    """Pinocchio's (data, constraint models, constraint datas) for the tcp held in the world: a point
+    (CONTACT_3D) or its whole placement (CONTACT_6D), LOCAL_WORLD_ALIGNED; initialised."""
     pm = model.pin_model
     fr = pm.frames[pm.getFrameId(TCP)]
     ctype = pin.ContactType.CONTACT_3D if kind == "point" else pin.ContactType.CONTACT_6D
@@ -41,7 +43,12 @@ def pin_constraint_dynamics(model, q, v, tau, kind):
     cds.append(cm.createData())
     d = pm.createData()
     pin.initConstraintDynamics(pm, d, cms, cds)
-    a = pin.constraintDynamics(pm, d, q, v, tau, cms, cds, pin.ProximalSettings(1e-14, 0.0, 1))
+    return d, cms, cds
+
+
+def pin_constraint_dynamics(model, q, v, tau, kind):
+    d, cms, cds = pin_tcp_constraint(model, kind)
+    a = pin.constraintDynamics(model.pin_model, d, q, v, tau, cms, cds, pin.ProximalSettings(1e-14, 0.0, 1))
     return a, cds[0].contact_force.vector[:3 if kind == "point" else 6]
 
 

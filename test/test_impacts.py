@@ -25,6 +25,7 @@ from robot_dynamics.dynamics.loops import ClosedChain
 from robot_dynamics.dynamics.reference.constrained import Contact, FrameConstraint
 from robot_dynamics.dynamics.reference.impulse import impulse_dynamics
 from test_closed_chains import LINKS, closing_angles, four_bar_loops, four_bar_urdf, scaled_err
+from test_constrained import pin_tcp_constraint
 
 TOL = 1e-9
 TCP = "panda_hand_tcp"
@@ -46,16 +47,8 @@ def pin_mj(model, q, frame=TCP):
 
 
 def pin_impulse(model, kind, q, v, e):
-    pm = model.pin_model
-    fr = pm.frames[model.frame_ids[TCP]]
-    ctype = pin.ContactType.CONTACT_3D if kind == "point" else pin.ContactType.CONTACT_6D
-    cm = pin.RigidConstraintModel(ctype, pm, fr.parentJoint, fr.placement, pin.LOCAL_WORLD_ALIGNED)
-    cms, cds = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
-    cms.append(cm)
-    cds.append(cm.createData())
-    d = pm.createData()
-    pin.initConstraintDynamics(pm, d, cms, cds)
-    vp = pin.impulseDynamics(pm, d, q, v, cms, cds, e, pin.ProximalSettings(1e-14, 0.0, 1))
+    d, cms, cds = pin_tcp_constraint(model, kind)
+    vp = pin.impulseDynamics(model.pin_model, d, q, v, cms, cds, e, pin.ProximalSettings(1e-14, 0.0, 1))
     return vp.copy(), cds[0].contact_force.vector[:3 if kind == "point" else 6].copy()
 
 

@@ -57,6 +57,15 @@ TOP_KEYS = {"loop_closures", "actuated"}
 
 
 @dataclass(frozen=True)
+def rk4(f, q, v, dt):
+    """One classical Runge-Kutta step of q' = v, v' = f(q, v): (q, v) after dt."""
+    k1q, k1v = v, f(q, v)
+    k2q, k2v = v + 0.5 * dt * k1v, f(q + 0.5 * dt * k1q, v + 0.5 * dt * k1v)
+    k3q, k3v = v + 0.5 * dt * k2v, f(q + 0.5 * dt * k2q, v + 0.5 * dt * k2v)
+    k4q, k4v = v + dt * k3v, f(q + dt * k3q, v + dt * k3v)
+    return q + dt / 6.0 * (k1q + 2 * k2q + 2 * k3q + k4q), v + dt / 6.0 * (k1v + 2 * k2v + 2 * k3v + k4v)
+
+
 class LoopClosure:
     """A closing joint between C1 = frame1 * (R1, p1) and C2 = frame2 * (R2, p2)."""
     name: str
