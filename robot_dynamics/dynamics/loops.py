@@ -56,7 +56,6 @@ CLOSURE_KEYS = {"name", "frame1", "frame2", "placement1", "placement2", "type", 
 TOP_KEYS = {"loop_closures", "actuated"}
 
 
-@dataclass(frozen=True)
 def rk4(f, q, v, dt):
     """One classical Runge-Kutta step of q' = v, v' = f(q, v): (q, v) after dt."""
     k1q, k1v = v, f(q, v)
@@ -66,6 +65,7 @@ def rk4(f, q, v, dt):
     return q + dt / 6.0 * (k1q + 2 * k2q + 2 * k3q + k4q), v + dt / 6.0 * (k1v + 2 * k2v + 2 * k3v + k4v)
 
 
+@dataclass(frozen=True)
 class LoopClosure:
     """A closing joint between C1 = frame1 * (R1, p1) and C2 = frame2 * (R2, p2)."""
     name: str
