@@ -157,6 +157,56 @@ def test_unilateral_contact_slides_on_the_pyramid(model, rd, pinb):
     assert f[:2] @ acc[:2] < 0                                       # friction dissipates
 
 
+def sliding_state(model, speed=(0.2, 0.05)):
+    """Q0 with the tcp moving along the table at `speed` (x, y) [m/s] (minimum-norm joint velocity)."""
+    _, _, J, _ = pin_terms(model, Q0, np.zeros(7))
+    return np.linalg.pinv(J[:3]) @ np.array([*speed, 0.0])
+
+
+@pytest.mark.parametrize("mu", [0.3, 0.8])
+def test_sliding_contact_exact_stays_on_the_surface_with_coulomb_friction(model, rd, pinb, mu):
+    """Bug: the exact option's friction not opposite the slip, its normal not complementary, or the
+    relaxation returned.  The tcp slides on the table at (0.2, 0.05) m/s, pressed down (30 N) and
+    pushed sideways: sliding="exact" gives c''_n = 0 (it stays on the surface) with f_n > 0, and the
+    friction f_t = -mu f_n u_t / |u_t| exactly (Coulomb's sliding law, the circular cone); with the
+    equations of motion from Pinocchio's M, h, J.  The relaxed QP, which does not see the slip
+    velocity, answers the same state with a friction that holds the tangential acceleration instead
+    (not opposite the slip, not on the cone's edge: printed): the difference the option exists for."""
+    v = sliding_state(model)
+    M, h, J, gamma = pin_terms(model, Q0, v)
+    tau = pinb.gravity(Q0) + J[:3].T @ np.array([5.0, -3.0, -30.0])
+    out = {}
+    for mode in ("relaxed", "exact"):
+        a, f, _ = contact_dynamics(model.tree, rd, Q0, v, tau, [Contact(TCP, mu=mu)], sliding=mode)
+        out[mode] = (a, f[0], J[:3] @ a + gamma[:3])
+    a, f, acc = out["exact"]
+    u = J[:3] @ v
+    ut = u - u[2] * np.array([0.0, 0.0, 1.0])
+    fr = out["relaxed"][1]
+    print(f"mu {mu}: normal acceleration relaxed {out['relaxed'][2][2]:.1e} m/s^2, exact {acc[2]:.1e}; f relaxed "
+          f"{np.round(fr, 3)} N, exact {np.round(f, 3)} N; slip direction {np.round(ut[:2] / np.linalg.norm(ut), 3)}")
+    assert scaled_err(M @ a + h, tau + J[:3].T @ f) < TOL
+    assert f[2] > 1.0 and abs(acc[2]) < 1e-9
+    assert scaled_err(f[:2], -mu * f[2] * ut[:2] / np.linalg.norm(ut)) < 1e-9
+    assert scaled_err(fr[:2], -mu * fr[2] * ut[:2] / np.linalg.norm(ut)) > 1e-2   # not Coulomb's sliding law
+
+
+def test_sliding_contact_exact_separates_and_sticks_as_before(model, rd, pinb):
+    """Bug: the exact option changing what it should not.  Sliding but pulled up: no force, as the
+    relaxed model; at rest (no slip): the same answer as the relaxed QP (exact there)."""
+    v = sliding_state(model)
+    _, _, J, _ = pin_terms(model, Q0, v)
+    tau = pinb.gravity(Q0) + J[:3].T @ np.array([0.0, 0.0, 25.0])
+    _, f, _ = contact_dynamics(model.tree, rd, Q0, v, tau, [Contact(TCP, mu=0.5)], sliding="exact")
+    assert np.max(np.abs(f)) < 1e-9
+    tau = pinb.gravity(Q0) + J[:3].T @ np.array([2.0, -1.0, -30.0])
+    a1, f1, _ = contact_dynamics(model.tree, rd, Q0, np.zeros(7), tau, [Contact(TCP, mu=0.8)])
+    a2, f2, _ = contact_dynamics(model.tree, rd, Q0, np.zeros(7), tau, [Contact(TCP, mu=0.8)], sliding="exact")
+    assert np.array_equal(a1, a2) and np.array_equal(f1, f2)
+    with pytest.raises(ValueError, match="sliding"):
+        contact_dynamics(model.tree, rd, Q0, v, tau, [Contact(TCP, mu=0.8)], sliding="exactly")
+
+
 def test_bad_constraints_are_refused(model, rd):
     q, v, tau = Q0, np.zeros(7), np.zeros(7)
     with pytest.raises(ValueError, match="kind"):

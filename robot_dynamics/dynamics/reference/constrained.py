@@ -517,7 +517,46 @@ def contact_qp(G, b, Vr, contacts, reg):
     return T.T @ x
 
 
-def contact_dynamics(tree, data, q, v, tau, contacts, bilateral=(), baumgarte=(0.0, 0.0), reg=1e-12):
+def _exact_sliding(G, b, Vr, contacts, reg, u, nb, lam, slip_velocity, tol=1e-13, max_iterations=200):
+    """Sliding contacts exactly (contact_dynamics' sliding="exact"): a contact with friction whose
+    point slips (|u_t| > slip_velocity, u its velocity) gets Coulomb's sliding friction opposite the
+    slip, lambda_t = -mu lambda_n u_t / |u_t| (the circular cone's edge), and the Signorini conditions
+    on its normal alone (lambda_n >= 0, c''_n >= 0, lambda_n c''_n = 0: it stays on the surface while
+    it pushes).  Not a QP (the friction does not follow the normal's constraint): a fixed point over the
+    sliding contacts' normal forces, each iterate the QP with those contacts frictionless and their
+    friction as a known force, c'' = G (lambda_qp + lambda_t) + b.  It contracts when mu times the
+    coupling of friction into the normal acceleration is below 1; else ValueError (Painleve's paradox
+    or its neighbourhood: no or several solutions)."""
+    slide = {}
+    for i, c in enumerate(contacts):
+        if c.mu is None:
+            continue
+        n = _tangents(c.normal)[0]
+        ut = u[i] - (u[i] @ n) * n
+        s_ = float(np.linalg.norm(ut))
+        if s_ > slip_velocity:
+            slide[i] = (n, ut / s_, float(c.mu))
+    if not slide:
+        return lam
+    normal_only = [Contact(c.frame, c.normal, None, c.facets, c.offset) if i in slide else c
+                   for i, c in enumerate(contacts)]
+    lam_n = {i: max(float(lam[nb + 3 * i:nb + 3 * i + 3] @ n), 0.0) for i, (n, _, _) in slide.items()}
+    for _ in range(max_iterations):
+        lt = np.zeros_like(b)
+        for i, (n, d, mu) in slide.items():
+            lt[nb + 3 * i:nb + 3 * i + 3] = -mu * lam_n[i] * d
+        lq = contact_qp(G, b + G @ lt, Vr, normal_only, reg)
+        new = {i: float(lq[nb + 3 * i:nb + 3 * i + 3] @ n) for i, (n, _, _) in slide.items()}
+        change = max(abs(new[i] - lam_n[i]) for i in slide)
+        lam_n = new
+        if change <= tol * max(1.0, max(abs(x) for x in new.values())):
+            return lq + lt
+    raise ValueError("contact_dynamics: sliding=\"exact\" did not converge (friction coupling into the "
+                     "normal too strong for this mu: Painleve's paradox or near it); use the relaxed model")
+
+
+def contact_dynamics(tree, data, q, v, tau, contacts, bilateral=(), baumgarte=(0.0, 0.0), reg=1e-12,
+                     sliding="relaxed", slip_velocity=1e-6):
     """Unilateral point contacts (plus optional bilateral frame constraints, relative ones too): (a,
     forces, wrenches) with forces (k, 3) the contact forces on the robot (world axes) and wrenches those
     of the bilateral constraints (as constrained_dynamics returns them).  The contacts are taken as
@@ -525,7 +564,13 @@ def contact_dynamics(tree, data, q, v, tau, contacts, bilateral=(), baumgarte=(0
     baumgarte: Kd damps every constraint velocity, Kp acts on the bilateral constraints' errors.
     reg: Tikhonov term added to the Delassus matrix (relative to its trace) so that redundant
     contacts (more than the arm can resist independently) still give a unique, smallest-norm answer.
-    The bilateral rows are first reduced to independent ones (as redundant="min_norm" does)."""
+    The bilateral rows are first reduced to independent ones (as redundant="min_norm" does).
+    sliding: "relaxed" (the QP over the cones: exact for sticking and separating contacts, a sliding
+    contact may lift, Anitescu's / MuJoCo's relaxation) or "exact" (contacts slipping faster than
+    slip_velocity get Coulomb's sliding friction opposite the slip and stay on the surface while they
+    push; see _exact_sliding)."""
+    if sliding not in ("relaxed", "exact"):
+        raise ValueError(f"contact_dynamics: sliding must be 'relaxed' or 'exact', got {sliding!r}")
     q, v, tau = check_state(tree, q, v, tau, "contact_dynamics")
     for c in bilateral:
         check_constraint(tree, c)
@@ -544,6 +589,10 @@ def contact_dynamics(tree, data, q, v, tau, contacts, bilateral=(), baumgarte=(0
     if nb:                                              # bilateral rows: independent combinations
         scale = max(1.0, *(float(np.max(np.abs(x[:nb]), initial=0.0)) for x in (a_des, gamma, J @ a_free)))
         Vr = independent_rows(L, J[:nb], -b[:nb], scale, bilateral, "contact_dynamics")
-    lam = contact_qp(J @ MiJt, b, Vr, contacts, reg)    # Gauss's principle over the cones
+    G = J @ MiJt
+    lam = contact_qp(G, b, Vr, contacts, reg)           # Gauss's principle over the cones
+    if sliding == "exact" and contacts:
+        u = (J @ v)[nb:].reshape(-1, 3)                 # the contact points' velocities
+        lam = _exact_sliding(G, b, Vr, contacts, reg, u, nb, lam, float(slip_velocity))
     a = a_free + MiJt @ lam
     return a, lam[nb:].reshape(-1, 3), _split(lam[:nb], bilateral, Ns)
