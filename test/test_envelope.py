@@ -446,3 +446,32 @@ def test_time_scaling_slows_a_fast_trajectory_down_instead_of_chasing_it(law):
     assert out["scaled"][0] < PATH_DEV < out["chased"][0], out
     assert out["scaled"][1] <= vmax * (1 + SPEED_TOL), out
     assert out["scaled"][2] is not None and out["scaled"][2] > 0.8, out
+
+
+def test_cartesian_trajectory_under_a_speed_limit_and_switching_the_envelope_off():
+    """Bug: the joint laws' time scaling reached by the Cartesian law (which has no v_nominal: an
+    exception every step, the safe command), or a stop that outlives the envelope.  Cartesian
+    impedance follows a 10 cm CartesianTrajectory in 0.2 s under a 0.25 m/s limit: no control-step
+    error, the tcp under the limit x (1 + SPEED_TOL).  Then an envelope stop, and safety.frames
+    emptied live: the envelope is off, the diagnostics no longer report a stop."""
+    from robot_dynamics.control.cartesian_trajectory import CartesianTrajectory
+    vmax = 0.25
+    R, p0 = REF.frame_placement(Q0, TCP)
+    ts = np.linspace(0.0, 0.2, 11)
+    ct = CartesianTrajectory(ts, p0 + np.outer(ts / 0.2, [0.1, 0.0, 0.0]), np.repeat(R[None], 11, axis=0))
+    loop = make_loop("cartesian_impedance", **{"safety.frames": [TCP], "safety.max_linear_speed": vmax})
+    sim = MujocoSim(MODEL)
+    sim.reset(Q0)
+    loop.activate(0.0)
+    ps = []
+    run(loop, sim, 1500, at=lambda k, loop: k == 5 and loop.set_reference(ct),
+        record=lambda k, sim, *a: ps.append(sim.frame_pose(TCP)[1].copy()))
+    speed = np.linalg.norm(np.diff(np.array(ps), axis=0), axis=1) / DT
+    assert loop.counts["errors.control_step"] == 0
+    assert speed.max() <= vmax * (1 + SPEED_TOL), speed.max()
+    box, _ = box_around_start(0.01)                        # the tcp is outside this box: a stop at once
+    assert loop.set_params({"safety.boxes": box, "safety.stop_time": 0.001})[0]
+    run(loop, sim, 20, t0=1.5)
+    assert loop.envelope.state in ("stopping", "stopped") and loop.diagnostics()[0] == 2
+    assert loop.set_params({"safety.frames": [], "safety.boxes": [], "safety.max_linear_speed": 0.0})[0]
+    assert loop.envelope.state == "off" and "envelope" not in loop.diagnostics()[1]

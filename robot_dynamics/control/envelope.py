@@ -181,10 +181,10 @@ class SafetyEnvelope:
         self._ws_on = bool(self.N.shape[0] and frames)
         self._speed_on = bool(frames) and (new["max_linear_speed"] > 0 or new["max_angular_speed"] > 0)
         self.enabled = self._ws_on or self._speed_on or self._force_on
-        if self._p is not None and getattr(self, "state", None) == "off" and self.enabled:
+        if getattr(self, "state", None) == "off" and self.enabled:
             self.state = "ok"
-        elif not self.enabled and getattr(self, "state", None) in ("ok", "acting"):
-            self.state = "off"
+        elif not self.enabled and hasattr(self, "state"):
+            self.state, self.violation_time, self._violated = "off", 0.0, False   # (a stop ends with it)
 
     def reference_speed_ratio(self, q, v):
         """The largest speed / limit of the listed frames if the arm moved at q with joint velocity v

@@ -877,8 +877,9 @@ class ControlLoop:
             st.wrench_frame = ""                         # observer.frame = the law's frame, its axes
         elif self.cartesian:
             self._process_wrench(now, dt)
-        if self.envelope._speed_on and getattr(self.law, "trajectory", None) is not None:
-            self._time_scale(st, dt)
+        if hasattr(self.law, "v_nominal") and self.law.trajectory is not None and \
+                (self.envelope._speed_on or self.law.time_scale != 1.0):
+            self._time_scale(st, dt)                     # joint laws only (they carry v_nominal)
         if self.tank.target is not None:
             self._set_stiffness(self.tank.step(self._stiffness(), self.law._e))
         tau = self.law.compute(st)
@@ -916,7 +917,8 @@ class ControlLoop:
         measured q) at 0.9 x their limits, falling and rising at TIME_SCALE_RATE at most."""
         law = self.law
         target = 1.0
-        if self._p["safety.time_scaling"] and law.trajectory.started and law.info.status != "trajectory done":
+        if self._p["safety.time_scaling"] and self.envelope._speed_on and law.trajectory.started and \
+                law.info.status != "trajectory done":
             ratio = self.envelope.reference_speed_ratio(st.q, law.v_nominal)
             if ratio > 0.9:
                 target = 0.9 / ratio
