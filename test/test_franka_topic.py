@@ -182,16 +182,33 @@ def test_controller_killed_mid_motion_stops_the_arm(ros, tmp_path):
         assert not bad.successful and "> 0" in bad.reason
         assert not probe.set_bridge_param("ramp_time", 0.1).successful  # read at start-up
         ctl = procs.procs[-1]
-        wait_robot_time(probe, 0.5)
-        assert probe.diag.get("state") == "running", probe.diag
-        q0, _ = probe.snapshot()
-        _trajectory(probe, q0, until_moving=True)          # returns mid-motion (an event, not a time)
+        spurious = 0
+        for attempt in range(3):
+            wait_robot_time(probe, 0.5)
+            try:
+                assert probe.diag.get("state") == "running", probe.diag
+                q0, _ = probe.snapshot()
+                _trajectory(probe, q0, until_moving=True)  # returns mid-motion (an event, not a time)
+                break
+            except AssertionError:
+                # the bridge stopped before the kill, its reason the live 0.3 s, the controller alive: a
+                # 0.3 s gap in its commands (seen in a loaded fresh-clone run: the controller, below the
+                # bridge's and franky-sim's FIFO priorities, starved on 2 cores).  That is the tightened
+                # watchdog doing its job; the scenario is repeated from ~/recover, twice at most
+                if attempt == 2 or ctl.poll() is not None or probe.diag.get("state") != "stopped" or \
+                        "no command for 0.3 s" not in probe.diag.get("reason", ""):
+                    raise
+                spurious += 1
+                print(f"\nthe bridge stopped on a 0.3 s command gap before the kill ({probe.diag['reason']}): "
+                      "recovered, again")
+                assert probe.recover().success
+                assert probe.wait_for(lambda: probe.diag.get("state") == "running", 60.0), dump_logs(procs, sim)
         t_kill = time.monotonic()
         q_kill, _ = probe.snapshot()
         os.killpg(ctl.pid, signal.SIGKILL)
         ok = probe.wait_for(lambda: probe.diag.get("state") == "stopped", 10.0)
         assert ok, dump_logs(procs, sim)
-        assert int(probe.diag["watchdog_trips"]) == 2 and "no command for 0.3 s" in probe.diag["reason"]
+        assert int(probe.diag["watchdog_trips"]) == 2 + spurious and "no command for 0.3 s" in probe.diag["reason"]
         stopped = probe.wait_for(lambda: probe.v is not None and np.max(np.abs(probe.v)) < STOP_SPEED, 10.0)
         assert stopped
         t_stop = time.monotonic()
