@@ -15,6 +15,26 @@ import pytest  # noqa: E402
 # the robustness suite's end-of-session summary (cases per category, failures)
 from robustness_harness import pytest_terminal_summary  # noqa: E402,F401
 
+_EXIT = {}
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _EXIT["status"] = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """End the process here, once pytest has reported everything, without the C++ exit handlers: a
+    DDS participant a failed test left behind is destroyed by Fast DDS's participant factory at exit,
+    and that destructor can deadlock (seen: a loaded fresh-clone run printed its summary, then hung in
+    DomainParticipantFactory::~DomainParticipantFactory -> TimedEvent::~TimedEvent, waiting on an event
+    thread that was gone).  The exit status is pytest's."""
+    if "status" in _EXIT:
+        import sys
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_EXIT["status"])
+
 
 @pytest.fixture(scope="module")
 def model():

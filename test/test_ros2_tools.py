@@ -207,7 +207,7 @@ def test_sim_launch(tmp_path, robot, law, how):
     its default (true): its package is missing here, so it is skipped with a warning."""
     launch = Launch(["robot_dynamics", "sim.launch.py", f"robot:={robot}", f"controller:={law}"],
                     tmp_path / "launch.log")
-    launch.wait_for(ACTIVE.format(law=law))
+    launch.wait_for(ACTIVE.format(law=law))                    # (wait_for ends the launch when it fails)
     launch.wait_for(r"\[mujoco_sim\]: simulating")
     rc = launch.stop(how)
     assert_clean_exit(launch, rc, ["sim_node", "controller_node"])
@@ -289,9 +289,13 @@ def test_real_robot_launch(tmp_path):
     unconfigured, for a lifecycle manager) and the topic remappings; ends on SIGINT with exit 0."""
     launch = Launch(["robot_dynamics", "real_robot.launch.py", "robot:=ur5e", "controller:=gravity_compensation",
                      "joint_states_topic:=/ur/joint_states"], tmp_path / "launch.log")
-    launch.wait_for(r"\[torque_controller\]: executor:")
-    rc, out = ros2_query("lifecycle", "get", *NO_DAEMON, "/torque_controller", launch=launch)
-    assert rc == 0 and out.strip().startswith("unconfigured"), out
+    try:
+        launch.wait_for(r"\[torque_controller\]: executor:")
+        rc, out = ros2_query("lifecycle", "get", *NO_DAEMON, "/torque_controller", launch=launch)
+        assert rc == 0 and out.strip().startswith("unconfigured"), out
+    except BaseException:
+        launch.kill()                     # a failed check must not leave the launch running
+        raise
     rc = launch.stop("sigint")
     assert_clean_exit(launch, rc, ["controller_node"])
 
