@@ -71,6 +71,7 @@ from .controller_outputs import StateOutput
 from .runner import run
 
 MODES = ("topic", "in_process")
+CTL_CHECK_RETRY = 1.0        # s: a controller-parameter request unanswered this long is asked again
 PARAMETERS = {
     "robot_ip": ("127.0.0.1", "robot (FCI) address; franky-sim: the loopback address it printed"),
     "mode": ("topic", "topic: commands from /effort_controller/commands; in_process: run the control "
@@ -176,6 +177,7 @@ class FrankaBridge(Node):
         self.ctl_check = "none" if (self.mode != "topic" or not p["controller_node"]) else "pending"
         self.ctl_check_since = time.monotonic()
         self.ctl_future = None
+        self.ctl_sent = 0.0
         self.ctl_client = None
         if self.ctl_check == "pending":
             self.gate.permitted = False
@@ -563,11 +565,17 @@ class FrankaBridge(Node):
 
     def _check_controller(self):
         """Topic mode: <controller>.compensate_gravity of the controller node must be false (the
-        Franka adds gravity).  Asked every 0.5 s; commands are applied only once it answered false
-        (or after controller_check_timeout without an answer: warning, dynamic guard only)."""
+        Franka adds gravity).  Asked every 0.5 s (a request unanswered for CTL_CHECK_RETRY is asked
+        again); commands are applied only once it answered false (or after controller_check_timeout
+        without an answer: warning, dynamic guard only)."""
         f = self.ctl_future
         if f is not None and not f.done():
-            return
+            if time.monotonic() - self.ctl_sent < CTL_CHECK_RETRY:
+                return
+            # no answer: the request or its response was lost (rmw_fastrtps drops a response sent
+            # before the client's reader is matched; the check then waited forever in a loaded run)
+            self.ctl_client.remove_pending_request(f)
+            self.ctl_future = f = None
         if f is not None:
             self.ctl_future = None
             try:
@@ -598,8 +606,9 @@ class FrankaBridge(Node):
             req.names = ["controller"] + [f"{n}.compensate_gravity" for n in (
                 "gravity_compensation", "computed_torque", "joint_impedance", "cartesian_impedance")]
             self.ctl_future = self.ctl_client.call_async(req)
-        elif self.ctl_check == "pending" and time.monotonic() - self.ctl_check_since > self.p["controller_check_timeout"] \
-                and self.gate.last_cmd_time is not None:
+            self.ctl_sent = time.monotonic()
+        if self.ctl_check == "pending" and self.ctl_future is None and self.gate.last_cmd_time is not None \
+                and time.monotonic() - self.ctl_check_since > self.p["controller_check_timeout"]:
             self.get_logger().warning(f"no parameters from {self.p['controller_node']}: applying its commands "
                                       "without the compensate_gravity check (dynamic gravity guard only)")
             self.ctl_check = "unverified"
