@@ -90,6 +90,30 @@ def wait_for(pred, timeout=TIMEOUT, what="condition", every=None, poll=0.005):
     pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
+def poll_until(pred, timeout, poll=0.05, check=None):
+    """Poll pred() until true (check() between polls, e.g. that the processes under test live): True,
+    or False on timeout.  Unlike Probe.wait_for it holds no lock, so pred may call services."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        if check is not None:
+            check()
+        time.sleep(poll)
+    return False
+
+
+def call_trigger(cli, name, timeout=TIMEOUT, check=None):
+    """One std_srvs/Trigger call on the client `cli` (spun elsewhere): (success, message); fails when
+    the service is missing or does not answer within timeout."""
+    from std_srvs.srv import Trigger
+    assert cli.wait_for_service(timeout_sec=timeout), f"no {name} service"
+    fut = cli.call_async(Trigger.Request())
+    assert poll_until(fut.done, timeout, 0.01, check), f"{name}: no response"
+    r = fut.result()
+    return r.success, r.message
+
+
 def call_service(node, srv_type, name, request, timeout=TIMEOUT):
     """Call a service from `node` (spun elsewhere) and return the response; fail after timeout."""
     cli = node.create_client(srv_type, name)

@@ -113,18 +113,25 @@ def test_derivatives_of_a_sampled_sine():
         idn.derivatives(np.r_[t[:10], t[11:]], np.r_[q[:10], q[11:]])
 
 
+def identified_plant(model, P, candidates, periods):
+    """The plant this module draws (seed 7: Ia, fv, fc per joint) in MuJoCo, a Fourier excitation of it
+    (`candidates`, `periods`) recorded and identified with the URDF's inertials trusted:
+    ((Ia, fv, fc), sim, excitation, estimate)."""
+    Ia, fv, fc = plant_values(model.nv, 7)
+    sim = MujocoSim(model, damping=fv, friction=fc, armature=Ia, limits=False)
+    exc = idn.fourier_excitation(model, Q_START, inertial=False, a_max=6.0, candidates=candidates, seed=1)
+    t, q, tau = record(model, P, sim, exc, periods, seed=2)
+    W, y, mask = idn.dataset(model, t, q, tau, inertial=False)
+    return (Ia, fv, fc), sim, exc, idn.solve(W, y, idn.base_parameters(model, inertial=False), mask=mask)
+
+
 def test_identifies_friction_and_rotor_inertia_on_a_mujoco_plant(panda):
     """The plant: the URDF in MuJoCo with per-joint armature, damping and friction loss the test draws;
     the URDF's inertials trusted (inertial=False).  Ia, fv, fc of every joint within JOINT_TOL; on a
     second trajectory the identification did not see, the torque RMS at most VALIDATION_RATIO of the
     URDF-only model's."""
     model, P = panda
-    Ia, fv, fc = plant_values(model.nv, 7)
-    sim = MujocoSim(model, damping=fv, friction=fc, armature=Ia, limits=False)
-    exc = idn.fourier_excitation(model, Q_START, inertial=False, a_max=6.0, candidates=30, seed=1)
-    t, q, tau = record(model, P, sim, exc, 2, seed=2)
-    W, y, mask = idn.dataset(model, t, q, tau, inertial=False)
-    est = idn.solve(W, y, idn.base_parameters(model, inertial=False), mask=mask)
+    (Ia, fv, fc), sim, _, est = identified_plant(model, P, candidates=30, periods=2)
     terms = est.joint_terms(model)
     for name, truth in (("Ia", Ia), ("fv", fv), ("fc", fc)):
         val, sd = terms[name]
@@ -148,12 +155,7 @@ def test_the_identification_written_as_parameters_drives_the_controller(panda, t
     import yaml
     from robot_dynamics.control import ControlLoop
     model, P = panda
-    Ia, fv, fc = plant_values(model.nv, 7)
-    sim = MujocoSim(model, damping=fv, friction=fc, armature=Ia, limits=False)
-    exc = idn.fourier_excitation(model, Q_START, inertial=False, a_max=6.0, candidates=10, seed=1)
-    t, q, tau = record(model, P, sim, exc, 1, seed=2)
-    W, y, mask = idn.dataset(model, t, q, tau, inertial=False)
-    est = idn.solve(W, y, idn.base_parameters(model, inertial=False), mask=mask)
+    (Ia, fv, fc), _, exc, est = identified_plant(model, P, candidates=10, periods=1)
     joints = [model.joint_names[i] for i in (6, 5, 4, 3, 2, 1, 0)]
     params, notes = idn.controller_params(est, model, joints, laws=("joint_impedance",), scale=0.8)
     assert notes == []

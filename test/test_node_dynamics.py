@@ -3,10 +3,10 @@
 One sim node whose joints have damping, friction loss and rotor inertia this test sets (the oracle),
 and one controller node (joint_impedance), as processes: ~/identify_dynamics, its status, the
 parameters file it writes.  No timed assertion: results are waited for with generous timeouts."""
-import time
 
 import numpy as np
 import pytest
+from robustness_harness import call_trigger, poll_until
 
 CTL = "/torque_controller"
 PLANT = {"damping": 0.3, "friction": 0.5, "armature": 0.1}
@@ -39,24 +39,10 @@ def test_node_identifies_friction_and_rotor_inertia(ros, tmp_path):
         return "\n".join(procs.log(p)[-3000:] for p in procs.procs)
 
     def call(srv):
-        cli = clients[srv]
-        assert cli.wait_for_service(timeout_sec=30.0), srv
-        fut = cli.call_async(Trigger.Request())
-        t_end = time.monotonic() + 30.0
-        while not fut.done() and time.monotonic() < t_end:
-            procs.check_alive()
-            time.sleep(0.01)
-        assert fut.done(), f"{srv}: no response"
-        return fut.result().success, fut.result().message
+        return call_trigger(clients[srv], srv, check=procs.check_alive)
 
     def until(pred, timeout, poll=0.5):
-        t_end = time.monotonic() + timeout
-        while time.monotonic() < t_end:
-            if pred():
-                return True
-            procs.check_alive()
-            time.sleep(poll)
-        return False
+        return poll_until(pred, timeout, poll, procs.check_alive)
 
     try:
         # the sim's effort is what it applied over the step before the state: torque_timing held_before

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from robustness_harness import call_trigger, poll_until
 
 TCP = "panda_hand_tcp"
 PAYLOAD = dict(mass=2.0, com=[0.03, -0.02, 0.06])
@@ -55,23 +56,12 @@ def test_node_identify_attach_and_hold(ros, tmp_path):
                ("identify_payload", "identify_payload_status", "attach_payload")}
 
     def until(pred, timeout, poll=0.05):
-        """Poll pred() (which may call services: Probe.wait_for holds the probe's lock, which its
-        executor needs, while it evaluates the predicate) until true; False on timeout."""
-        t_end = time.monotonic() + timeout
-        while time.monotonic() < t_end:
-            if pred():
-                return True
-            procs.check_alive()
-            time.sleep(poll)
-        return False
+        # (not Probe.wait_for: it holds the probe's lock, which its executor needs, while pred may call
+        # services)
+        return poll_until(pred, timeout, poll, procs.check_alive)
 
     def call(srv):
-        cli = clients[srv]
-        assert cli.wait_for_service(timeout_sec=30.0), srv
-        fut = cli.call_async(Trigger.Request())
-        assert until(fut.done, 30.0, poll=0.01), f"{srv}: no response"
-        r = fut.result()
-        return r.success, r.message
+        return call_trigger(clients[srv], srv, check=procs.check_alive)
 
     def logs():
         return "\n".join(procs.log(p)[-3000:] for p in procs.procs)

@@ -213,12 +213,10 @@ def _cross(a, b):
 
 
 def _normal_pair(axis):
-    """The unit axis and two unit vectors n1, n2 completing it to a right-handed basis (n1, n2, axis)."""
-    a = np.asarray(axis, float) / np.linalg.norm(axis)
-    t = np.array([1.0, 0.0, 0.0]) if abs(a[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
-    n1 = _cross(t, a)
-    n1 /= np.linalg.norm(n1)
-    return a, n1, _cross(a, n1)
+    """The unit axis and two unit vectors n1, n2 completing it to a right-handed basis (n1, n2, axis):
+    _tangents' pair, negated (n1 = t x a = -(a x t))."""
+    a, t1, t2 = _tangents(axis)
+    return a, -t1, -t2
 
 
 def _pose(tree, data, name, placement):
