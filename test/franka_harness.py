@@ -131,7 +131,7 @@ class BridgeProbe(Probe):
         msg = JointState()
         msg.name = list(self.joints)
         msg.position = [float(x) for x in q]
-        self.publish_confirmed(self.pub_target, msg, "target_joint_state", timeout)
+        self.publish_confirmed("pub_target", msg, "target_joint_state", timeout)
 
     def bridge_state(self):
         return self.diag.get("state")

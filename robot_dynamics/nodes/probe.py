@@ -128,17 +128,33 @@ class Probe(Node):
         with self.lock:
             return int(self.ctl_diag.get(f"{self.diag_prefix}accepted.{what}", 0))
 
-    def publish_confirmed(self, pub, msg, what, timeout=60.0, again_after=3.0):
-        """Publish a reference and make sure the controller took it: its accepted.<what> count (on
-        /diagnostics) goes up, or the message is sent again after `again_after` seconds and three more
-        diagnostics without it.  One volatile message can be lost even after the publisher saw the
-        subscription (discovery is not symmetric: the reader may not know this writer yet).  A copy
-        sent again replaces the first if that one only came late: give trajectories a header stamp
-        (then a copy is the same trajectory).  Returns the time.monotonic() of the publish it took;
-        AssertionError after `timeout`."""
-        t_end = time.monotonic() + timeout
+    def publish_confirmed(self, attr, msg, what, timeout=60.0, again_after=3.0, renew_after=15.0):
+        """Publish a reference on the publisher self.<attr> and make sure the controller took it: its
+        accepted.<what> count (on /diagnostics) goes up, or the message is sent again after
+        `again_after` seconds and three more diagnostics without it.  One volatile message can be lost
+        even after the publisher saw the subscription (discovery is not symmetric: the reader may not
+        know this writer yet).  After `renew_after` seconds without it the publisher is made anew (a
+        new writer, announced afresh: a loaded CI run saw 20 copies over 60 s never reach a controller
+        whose diagnostics came through all along).  A copy sent again replaces the first if that one
+        only came late: give trajectories a header stamp (then a copy is the same trajectory).  Returns
+        the time.monotonic() of the publish it took; AssertionError after `timeout`, with what the
+        publisher saw of the subscription."""
+        t0 = time.monotonic()
+        t_end, t_renew = t0 + timeout, t0 + renew_after
         k0 = self.accepted(what)
+        renewed = 0
         while time.monotonic() < t_end:
+            pub = getattr(self, attr)
+            if time.monotonic() >= t_renew:
+                t_renew = time.monotonic() + renew_after
+                topic, qos = pub.topic_name, pub.qos_profile
+                self.destroy_publisher(pub)
+                pub = self.create_publisher(type(msg), topic, qos)
+                setattr(self, attr, pub)
+                renewed += 1
+                print(f"probe: {what} not accepted after {time.monotonic() - t0:.0f} s; "
+                      f"publisher on {topic} made anew", flush=True)
+                self.wait_for(lambda: pub.get_subscription_count() > 0, max(0.0, t_end - time.monotonic()))
             with self.lock:
                 n0 = self.n_ctl_diag
             t_pub = time.monotonic()
@@ -148,7 +164,10 @@ class Probe(Node):
                           max(0.0, t_end - time.monotonic()))
             if self.accepted(what) > k0:
                 return t_pub
-        raise AssertionError(f"the controller did not accept the {what} within {timeout} s (its "
+        pub = getattr(self, attr)
+        raise AssertionError(f"the controller did not accept the {what} within {timeout} s (the "
+                             f"publisher on {pub.topic_name} saw {pub.get_subscription_count()} "
+                             f"subscription(s), made anew {renewed} time(s); the controller's "
                              f"diagnostics: {self.ctl_diag or 'none received'})")
 
     # ---- publishing ----
@@ -173,7 +192,7 @@ class Probe(Node):
             pt.time_from_start.nanosec = int(round((t - int(t)) * 1e9))
             msg.points.append(pt)
         if confirm:
-            return self.publish_confirmed(self.pub_traj, msg, "joint_trajectory")
+            return self.publish_confirmed("pub_traj", msg, "joint_trajectory")
         t = time.monotonic()
         self.pub_traj.publish(msg)
         return t
