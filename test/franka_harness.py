@@ -210,15 +210,21 @@ def start_controller(procs, law, robot="fr3", **over):
                        realtime=CONTROLLER_RT)
 
 
-def sim_joint_friction():
-    """Coulomb friction (MuJoCo frictionloss, N m) of fr3_joint1..7 in franky-sim's own model
-    (assets/fr3.xml: a joint's attribute, else the `fr3` default class's)."""
+def sim_joint_attribute(name):
+    """A MuJoCo joint attribute (frictionloss [N m], damping [N m s/rad], armature [kg m^2]) of
+    fr3_joint1..7 in franky-sim's own model (assets/fr3.xml: a joint's attribute, else the `fr3`
+    default class's)."""
     import xml.etree.ElementTree as ET
     import franky_sim
     root = ET.parse(Path(franky_sim.__file__).parent / "assets" / "fr3.xml").getroot()
-    default = float(root.find(".//default[@class='fr3']/joint").get("frictionloss"))
+    default = float(root.find(".//default[@class='fr3']/joint").get(name))
     joints = {j.get("name"): j for j in root.iter("joint") if j.get("name")}
-    return np.array([float(joints[n].get("frictionloss", default)) for n in FR3_JOINTS])
+    return np.array([float(joints[n].get(name, default)) for n in FR3_JOINTS])
+
+
+def sim_joint_friction():
+    """Coulomb friction (MuJoCo frictionloss, N m) of fr3_joint1..7 in franky-sim's own model."""
+    return sim_joint_attribute("frictionloss")
 
 
 def fr3_model(urdf):

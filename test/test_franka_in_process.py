@@ -5,6 +5,8 @@ files as the controller node (config/fr3_<law>.yaml), and takes references on it
 Oracles as in test_franka_topic.py: our Pinocchio model of the published URDF, the parameters the
 test set, the reference it sent.
 """
+import time
+
 import numpy as np
 import pytest
 
@@ -12,7 +14,7 @@ rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("franky")
 
 from franka_harness import (PHANTOM_LOAD, check_held_stiffness, fr3_model, gravity_of, js_arrays, rig,  # noqa: E402
-                            sim_joint_friction, wait_robot_time)
+                            sim_joint_attribute, sim_joint_friction, wait_robot_time)
 
 pytestmark = [pytest.mark.slow, pytest.mark.franky_sim]
 
@@ -28,6 +30,12 @@ TRAJ_T = 2.0
 # (joint 7: 0.248 / 15 = 0.017 rad); 20 % and 1 mrad on top
 TRAJ_FINAL_TOL = 1.2 * sim_joint_friction() / K_J + 1e-3
 OVERSHOOT_TOL = 0.02      # rad beyond the goal, any joint
+# relative, every joint, of the identified rotor inertia, viscous and dry friction against franky-sim's
+# fr3.xml, with the URDF's inertials trusted (inertial false) or identified too (true).  Measured (3 runs,
+# the same to 4 digits: franky-sim steps on the robot's clock): URDF trusted, Ia +30 %, fv +39 % / -27 %,
+# fc +12 % at worst (franky-sim's MuJoCo inertials are not the URDF's: the gap lands in Ia and fv);
+# inertial true, Ia 3 %, fv 16 %, fc 1.3 % (Ia of joints 1-2 regrouped with the links: not identifiable)
+DYN_ID_TOL = {False: {"Ia": 0.5, "fv": 0.6, "fc": 0.25}, True: {"Ia": 0.1, "fv": 0.3, "fc": 0.05}}
 
 
 def test_hold_in_process(ros, tmp_path):
@@ -89,3 +97,50 @@ def test_trajectory_in_process(ros, tmp_path):
         beyond = np.max((q - goal) * np.sign(TRAJ_STEP))
         assert beyond < OVERSHOOT_TOL
         assert probe.diag.get("state") == "running" and probe.diag.get("robot_errors") == "0"
+
+
+@pytest.mark.parametrize("inertial", [False, True], ids=["urdf_inertials", "all_base_parameters"])
+def test_dynamics_identification_in_process(ros, tmp_path, inertial):
+    """Issue 21 on the robot's own protocol: ~/identify_dynamics of the bridge runs the excitation in
+    the robot's control callback, torques from the robot's tau_J, and finds the joint friction and
+    rotor inertia franky-sim's MuJoCo arm has and the URDF has not (the oracle: franky-sim's
+    assets/fr3.xml).  franky-sim reports as tau_J the torque it applied over the period before the
+    state: torque_timing held_before.  With all base parameters identified, a rotor inertia the
+    status reports as regrouped (nan: joints 1-2, whose rotor turns about a fixed axis with the link's
+    own inertia) is not compared."""
+    import yaml
+    from std_srvs.srv import Trigger
+    out = tmp_path / "fr3_dynamics.yaml"
+    with rig(tmp_path, "joint_impedance", mode="in_process",
+             **{"dynamics_id.period": 4.0, "dynamics_id.periods": 2, "dynamics_id.torque_timing": "held_before",
+                "dynamics_id.output": str(out), "dynamics_id.inertial": inertial}) as (procs, probe, sim):
+
+        def call(srv):
+            r = probe._call(Trigger, srv, Trigger.Request(), 10.0, srv)
+            return (False, f"{srv}: no response") if r is None else (r.success, r.message)
+        ok, msg = call("identify_dynamics")
+        assert ok, msg
+        assert "measured effort" in msg, msg
+        t_end = time.monotonic() + 180.0
+        while True:                                  # the run: 2 x 4 s of excitation on the robot's clock
+            procs.check_alive()
+            ok, msg = call("identify_dynamics_status")
+            if ok or "aborted" in msg or "failed" in msg or time.monotonic() > t_end:
+                break
+            time.sleep(1.0)
+        assert ok, msg
+        p = yaml.safe_load(open(out))["/**"]["ros__parameters"]
+        ia, fv, fc = (np.array(p[k]) for k in ("armature", "joint_impedance.friction_viscous",
+                                                "joint_impedance.friction_coulomb"))
+        truth = {"Ia": sim_joint_attribute("armature"), "fv": sim_joint_attribute("damping"),
+                 "fc": sim_joint_attribute("frictionloss")}
+        print(f"\nfranky-sim: Ia {np.round(ia, 4)} (truth {truth['Ia']}), fv {np.round(fv, 4)} "
+              f"(truth {truth['fv']}), fc {np.round(fc, 4)} (truth {truth['fc']}); {msg}")
+        shown = np.ones(7, bool)
+        if inertial:                                 # the regrouped rotor inertias, as the status says
+            shown = np.array([x != "nan" for x in msg.split("Ia [", 1)[1].split("]", 1)[0].split()])
+            assert shown.sum() >= 5, msg
+        for name, got in (("Ia", ia), ("fv", fv), ("fc", fc)):
+            keep = shown if name == "Ia" else np.ones(7, bool)
+            err = np.abs(got[keep] / truth[name][keep] - 1.0)
+            assert np.all(err < DYN_ID_TOL[inertial][name]), f"{name}: {got} vs {truth[name]}"

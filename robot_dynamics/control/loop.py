@@ -722,6 +722,17 @@ class ControlLoop:
             return False, f"no {what} run yet"
         return bool(run.ok), run.status()
 
+    def dynamics_request(self, what, now):
+        """The dynamics identification services of a node in one place: what = identify (start at
+        `now`, the loop's clock), status or cancel.  (ok, message)"""
+        if what == "identify":
+            return self.start_dynamics_id(now)
+        if what == "status":
+            return self.dynamics_status()
+        if what == "cancel":
+            return self.cancel_dynamics_id()
+        raise ValueError(f"dynamics identification: unknown request {what!r}")
+
     def cancel_dynamics_id(self):
         """Abort a running dynamics identification (nothing applied).  (ok, message)"""
         return self._cancel_run(self.dynamics_run, "dynamics identification")

@@ -71,13 +71,9 @@ class ControllerServices:
             def action(c):
                 if c is None:
                     return False, "not configured"
-                if what == "identify":
-                    if not self.active:
-                        return False, "refused: the controller is not active"
-                    return c.loop.start_dynamics_id(time.monotonic())
-                if what == "status":
-                    return c.loop.dynamics_status()
-                return c.loop.cancel_dynamics_id()
+                if what == "identify" and not self.active:
+                    return False, "refused: the controller is not active"
+                return c.loop.dynamics_request(what, time.monotonic())
             return self._trigger(f"dynamics_{what}", action)
 
         def resume(c):

@@ -23,6 +23,10 @@ hardware interface would present it (the role of franka_ros2's hardware interfac
                                        Never automatic.
               ~/hold, ~/resume         std_srvs/Trigger (in_process): hold the current position; leave a
                                        safety-envelope stop (safety.* parameters, control/envelope.py)
+              ~/identify_dynamics, ~/identify_dynamics_status, ~/cancel_dynamics_identification
+                                       std_srvs/Trigger (in_process): the arm's friction and rotor
+                                       inertia identified in the control callback from tau_J
+                                       (dynamics_id.* parameters, control/dynamics_run.py)
 
 Modes (`mode`): `topic`: the controller node runs elsewhere over DDS; `in_process`: the bridge runs
 the ROS-free control loop (law + safety filter + supervisor, robot_dynamics.control.loop) itself in
@@ -156,7 +160,7 @@ class FrankaBridge(Node):
         self.latency = []                # (robot time of the state, robot time of the applying cycle)
         self.n_superseded = 0
         self.loop = None                 # in-process ControlLoop
-        self._qm, self._vm = np.zeros(fh.N), np.zeros(fh.N)
+        self._qm, self._vm, self._em = np.zeros(fh.N), np.zeros(fh.N), np.zeros(fh.N)
         self.loop_error = None
         self.guard = fh.GravityGuard()
         self.gate = fh.CommandGate(p["command_timeout"], p["ramp_time"], p["stop_damping"])
@@ -394,6 +398,9 @@ class FrankaBridge(Node):
         self.create_subscription(PoseStamped, "~/target_pose", self._on_target_pose, 10)
         self.create_service(Trigger, "~/hold", self._srv_hold)
         self.create_service(Trigger, "~/resume", self._srv_resume)
+        for srv, what in (("~/identify_dynamics", "identify"), ("~/identify_dynamics_status", "status"),
+                          ("~/cancel_dynamics_identification", "cancel")):
+            self.create_service(Trigger, srv, self._dynamics_service(what))
         self.get_logger().info(f"in_process: {law} in the robot's control callback")
 
     def _reference(self, what, convert):
@@ -464,6 +471,23 @@ class FrankaBridge(Node):
         response.success, response.message = bool(ok), msg
         return response
 
+    def _dynamics_service(self, what):
+        """~/identify_dynamics (started on the robot's clock; only while torque control runs),
+        ~/identify_dynamics_status, ~/cancel_dynamics_identification of the in-process loop: the run
+        advances in the robot's control callback, torques from the robot's tau_J."""
+        def handler(request, response):
+            try:
+                with self.loop_lock:
+                    if what == "identify" and (self.state_name != fh.RUNNING or self.t_robot is None):
+                        ok, msg = False, f"refused: torque control is not running (state {self.state_name})"
+                    else:
+                        ok, msg = self.loop.dynamics_request(what, self.t_robot)
+            except Exception as e:                     # noqa: BLE001 (answered, never raised into the executor)
+                ok, msg = False, f"{type(e).__name__}: {e}"
+            response.success, response.message = bool(ok), msg
+            return response
+        return handler
+
     def _start_motion(self):
         self.gate.restart()
         self.guard.reset()
@@ -513,7 +537,7 @@ class FrankaBridge(Node):
             self.pending = None
         tau = None
         if self.loop is not None:
-            tau = self._loop_cycle(q, dq, t)
+            tau = self._loop_cycle(q, dq, tau_J, t)
         self._publish_state(q, dq, tau_J, t)
         if self.loop is not None:
             if tau is not None:
@@ -622,15 +646,17 @@ class FrankaBridge(Node):
             self.loop.safety.reset(start=np.zeros(fh.N))
             self.loop.activate()
 
-    def _loop_cycle(self, q, dq, t):
-        """The law, safety filter and supervisor on this cycle's state (robot time t); the torque is
+    def _loop_cycle(self, q, dq, tau_J, t):
+        """The law, safety filter and supervisor on this cycle's state (robot time t; the measured
+        joint torques tau_J as the state's effort, which the identification runs take); the torque is
         applied in the next robot cycle."""
         loop = self.loop
-        qm, vm = self._qm, self._vm
+        qm, vm, em = self._qm, self._vm, self._em
         qm[self.index] = q
         vm[self.index] = dq
+        em[self.index] = tau_J
         with self.loop_lock:
-            loop.update_state(qm, vm, t)
+            loop.update_state(qm, vm, t, effort=em)
             tau_m, safe = loop.step(t)
             tau = tau_m[self.index]
             if self.state_out.wanted():
