@@ -69,7 +69,7 @@ from .. import realtime
 from ..dynamics import Model, PinocchioBackend
 from ..hardware import franka as fh
 from .cdr import Float64ArrayCdr, JointStateWriter
-from .common import command_values, map_joint_values, pose_to_rp, trajectory_arrays
+from .common import command_values, map_joint_values, pose_to_rp, ros_param_spec, trajectory_arrays
 from .control_path import ControlPath, TakeSubscription
 from .controller_outputs import StateOutput
 from .runner import run
@@ -371,12 +371,22 @@ class FrankaBridge(Node):
         self.loop = ControlLoop.from_params(self.model, over, log=self._loop_log)
         self.loop_lock = threading.Lock()
         self.loop_params = over
-        for k, v in over.items():                          # live: ros2 param set /franka_bridge <k> <v>
-            if k not in PARAMETERS and not self.has_parameter(k) and v is not None and v != []:
-                try:
+        # every loop parameter declared, as the controller node declares them (ros2 param set
+        # /franka_bridge <k> <v>; the live ones change the loop): the given and forced values, else the
+        # default (an identified friction model set live on a bridge started without one)
+        for sp in loop_param_specs():
+            k = sp.name
+            if k in PARAMETERS or self.has_parameter(k):
+                continue
+            v = over.get(k)
+            try:
+                if v is not None and v != []:
                     self.declare_parameter(k, v)
-                except Exception:                          # noqa: BLE001  (a type rclpy cannot hold)
-                    pass
+                else:
+                    rs = ros_param_spec(sp)
+                    self.declare_parameter(k, rs.default, rs.descriptor())
+            except Exception:                              # noqa: BLE001  (a type rclpy cannot hold)
+                pass
 
         def on_set(params):
             changes = {p.name: (list(p.value) if isinstance(p.value, (list, tuple)) or
