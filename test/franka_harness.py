@@ -22,6 +22,7 @@ from robot_dynamics.realtime import fifo_preexec
 
 FRANKY_SIM = Path(sys.executable).parent / "franky-sim"
 SIM_START_TIMEOUT = 60.0
+PUSH_PORT = 47311          # UDP, on the sim's own loopback address (test/franky_sim_push.py)
 READY_TIMEOUT = 90.0      # s: sim + bridge (+ controller) up, commands flowing (a bound, not a speed)
 # Real-time priorities on the test machine (SCHED_FIFO where the OS permits; the nodes report refusals):
 # the bridge's libfranka callback thread above everything (franky ends the motion when it stalls
@@ -41,14 +42,20 @@ def sim_address():
 class FrankySim:
     """`franky-sim -s mujoco --hostname ADDR` in its own process group; ended on exit."""
 
-    def __init__(self, log_dir):
+    def __init__(self, log_dir, push=False):
         self.address = sim_address()
         self.log_path = Path(log_dir) / f"franky_sim_{self.address}.log"
         self.proc = None
+        self.push_port = PUSH_PORT if push else None
+        self._push_sock = None
 
     def __enter__(self):
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen([str(FRANKY_SIM), "-s", "mujoco", "--hostname", self.address],
+        # with push: the same server through test/franky_sim_push.py, which adds an external force
+        cmd = ([sys.executable, str(Path(__file__).parent / "franky_sim_push.py"), "--hostname", self.address,
+                "--push-port", str(self.push_port)] if self.push_port else
+               [str(FRANKY_SIM), "-s", "mujoco", "--hostname", self.address])
+        self.proc = subprocess.Popen(cmd,
                                      stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
                                      env={**os.environ, "PYTHONUNBUFFERED": "1"},
                                      # the simulated robot under SCHED_FIFO where permitted: on the
@@ -63,6 +70,26 @@ class FrankySim:
             time.sleep(0.1)
         self.stop()
         raise RuntimeError("franky-sim did not start:\n" + self.log_path.read_text()[-2000:])
+
+    def push(self, body, force, point, timeout=10.0):
+        """Hold `force` [N] (world frame) on the point `point` [m] (world, fixed to `body` from now on) of
+        franky-sim's arm (push=True); zeros release it.  AssertionError when the sim refuses or does
+        not answer."""
+        import socket
+        if self._push_sock is None:
+            self._push_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            self._push_sock.settimeout(1.0)
+        line = " ".join([body] + [repr(float(x)) for x in (*force, *point)])
+        t_end = time.monotonic() + timeout
+        while time.monotonic() < t_end:                # UDP on the loopback: asked again if lost
+            self._push_sock.sendto(line.encode(), (self.address, self.push_port))
+            try:
+                reply = self._push_sock.recv(1024).decode()
+            except socket.timeout:
+                continue
+            assert reply.startswith("ok"), reply
+            return
+        raise AssertionError(f"franky-sim's push did not answer in {timeout} s")
 
     def pause(self):
         os.killpg(self.proc.pid, signal.SIGSTOP)
@@ -85,6 +112,9 @@ class FrankySim:
             except subprocess.TimeoutExpired:
                 pass
         self.log.close()
+        if self._push_sock is not None:
+            self._push_sock.close()
+            self._push_sock = None
 
     def __exit__(self, *exc):
         self.stop()
@@ -340,14 +370,14 @@ def gravity_of(backend, model, q, joints):
 
 
 @contextlib.contextmanager
-def rig(tmp_path, law=None, mode="topic", controller_over=None, **bridge_over):
-    """franky-sim + bridge (+ controller `law` in topic mode; the law in the bridge in in_process
-    mode), a BridgeProbe; waits until the bridge applies commands (or, without a law, until it
-    reports a state) and the start ramps are over."""
+def rig(tmp_path, law=None, mode="topic", controller_over=None, push=False, **bridge_over):
+    """franky-sim (push: with FrankySim.push) + bridge (+ controller `law` in topic mode; the law in
+    the bridge in in_process mode), a BridgeProbe; waits until the bridge applies commands (or,
+    without a law, until it reports a state) and the start ramps are over."""
     procs = NodeProcesses(log_dir=tmp_path)
     probe = BridgeProbe(name="franka_probe",
                         **({"controller_ns": "/franka_bridge"} if mode == "in_process" else {}))
-    with FrankySim(tmp_path) as sim:
+    with FrankySim(tmp_path, push=push) as sim:
         try:
             if mode == "in_process":
                 procs.start("robot_dynamics.nodes.franka_bridge", name="franka_bridge",
@@ -397,3 +427,43 @@ def rig(tmp_path, law=None, mode="topic", controller_over=None, **bridge_over):
             procs.stop_all()
 
 
+def identify_dynamics(probe, procs, timeout=180.0):
+    """~/identify_dynamics of the in-process bridge, then its status polled until the run ends.
+    Returns (ok, the status message); AssertionError when the run does not start from the measured
+    effort (the robot's tau_J)."""
+    from std_srvs.srv import Trigger
+
+    def call(srv):
+        r = probe._call(Trigger, srv, Trigger.Request(), 10.0, srv)
+        return (False, f"{srv}: no response") if r is None else (r.success, r.message)
+    ok, msg = call("identify_dynamics")
+    assert ok, msg
+    assert "measured effort" in msg, msg
+    t_end = time.monotonic() + timeout
+    while True:                                  # the run: excitation and validation on the robot's clock
+        procs.check_alive()
+        ok, msg = call("identify_dynamics_status")
+        if ok or "aborted" in msg or "failed" in msg or time.monotonic() > t_end:
+            return ok, msg
+        time.sleep(1.0)
+
+
+def push_stiffness(probe, procs, sim, forces=(9.0, 18.0), settle=2.0):
+    """Push franky-sim's TCP (fr3_tcp of our model of the published URDF; sim with push=True) along x
+    with each of `forces` in turn, then release, each held `settle` s of robot time.  Returns the TCP
+    displacements from the start [m] (one per force, then the one after the release)."""
+    model, dyn = fr3_model(probe.urdf)
+    idx = [model.joint_names.index(j) for j in probe.joints]
+
+    def tcp():
+        q, _ = probe.snapshot()
+        qm = np.empty(7)
+        qm[idx] = q
+        return dyn.frame_placement(qm, "fr3_tcp")[1].copy()
+    wait_robot_time(probe, settle, check=procs.check_alive)
+    p = [tcp()]
+    for f in (*forces, 0.0):
+        sim.push("hand", [f, 0.0, 0.0], p[-1])
+        wait_robot_time(probe, settle, check=procs.check_alive)
+        p.append(tcp())
+    return [pk - p[0] for pk in p[1:]]

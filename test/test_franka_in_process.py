@@ -5,16 +5,14 @@ files as the controller node (config/fr3_<law>.yaml), and takes references on it
 Oracles as in test_franka_topic.py: our Pinocchio model of the published URDF, the parameters the
 test set, the reference it sent.
 """
-import time
-
 import numpy as np
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("franky")
 
-from franka_harness import (PHANTOM_LOAD, check_held_stiffness, fr3_model, gravity_of, js_arrays, rig,  # noqa: E402
-                            sim_joint_attribute, sim_joint_friction, wait_robot_time)
+from franka_harness import (PHANTOM_LOAD, check_held_stiffness, fr3_model, gravity_of, identify_dynamics,  # noqa: E402
+                            js_arrays, push_stiffness, rig, sim_joint_attribute, sim_joint_friction, wait_robot_time)
 
 pytestmark = [pytest.mark.slow, pytest.mark.franky_sim]
 
@@ -39,6 +37,11 @@ OVERSHOOT_TOL = 0.02      # rad beyond the goal, any joint
 # and friction measured RMS 0.0013 rad, final error <= 0.001 rad; with the URDF alone 0.159 rad and
 # 0.195 rad (the wrist does not move)
 CT_RMS_TOL = 0.015        # rad
+# the push (bench/franka_push.py, 3 repeats the same to 3 digits): with the identified model k 322 N/m
+# from 9 N, 304 N/m from 9 -> 18 N, 3.3 mm from the start after release; with the URDF alone 522, 399
+# and 7.7 mm (the arm's dry friction at rest, which no velocity-sign model removes, is what is left)
+K_POS = 300.0             # N/m, fr3_cartesian_impedance.yaml task.k_pos_x
+PUSH_TOL = {"slope": 0.10, "single": 0.20, "back": 5.5e-3}     # relative, relative, m
 CT_FINAL_TOL = 0.008      # rad, every joint
 DYN_ID_TOL = {False: {"Ia": 0.5, "fv": 0.6, "fc": 0.25}, True: {"Ia": 0.1, "fv": 0.3, "fc": 0.05}}
 
@@ -124,25 +127,12 @@ def test_dynamics_identification_in_process(ros, tmp_path, inertial):
     status reports as regrouped (nan: joints 1-2, whose rotor turns about a fixed axis with the link's
     own inertia) is not compared."""
     import yaml
-    from std_srvs.srv import Trigger
     out = tmp_path / "fr3_dynamics.yaml"
     with rig(tmp_path, "joint_impedance", mode="in_process",
              **{"dynamics_id.period": 4.0, "dynamics_id.periods": 2, "dynamics_id.torque_timing": "held_before",
                 "dynamics_id.output": str(out), "dynamics_id.inertial": inertial}) as (procs, probe, sim):
 
-        def call(srv):
-            r = probe._call(Trigger, srv, Trigger.Request(), 10.0, srv)
-            return (False, f"{srv}: no response") if r is None else (r.success, r.message)
-        ok, msg = call("identify_dynamics")
-        assert ok, msg
-        assert "measured effort" in msg, msg
-        t_end = time.monotonic() + 180.0
-        while True:                                  # the run: 2 x 4 s of excitation on the robot's clock
-            procs.check_alive()
-            ok, msg = call("identify_dynamics_status")
-            if ok or "aborted" in msg or "failed" in msg or time.monotonic() > t_end:
-                break
-            time.sleep(1.0)
+        ok, msg = identify_dynamics(probe, procs)
         assert ok, msg
         p = yaml.safe_load(open(out))["/**"]["ros__parameters"]
         ia, fv, fc = (np.array(p[k]) for k in ("armature", "joint_impedance.friction_viscous",
@@ -194,3 +184,18 @@ def test_dynamics_identification_in_process(ros, tmp_path, inertial):
         assert rms_ct < CT_RMS_TOL, rms_ct
         assert np.all(final_ct < CT_FINAL_TOL), final_ct
         assert probe.diag.get("state") == "running" and probe.diag.get("robot_errors") == "0"
+    # Cartesian impedance with the identified armature and friction (a 0.002 rad/s Coulomb band: the
+    # simulator's velocities have no noise), the TCP pushed along x with 9 N, then 18 N, then released
+    # (test/franky_sim_push.py; bench/franka_push.py has the table)
+    (tmp_path / "push").mkdir()
+    ci = {"armature": p["armature"], **{f"cartesian_impedance.{k}": p[f"cartesian_impedance.{k}"] for k in (
+        "friction_viscous", "friction_coulomb", "friction_offset", "friction_compensation")},
+        "cartesian_impedance.friction_smoothing": 0.002}
+    with rig(tmp_path / "push", "cartesian_impedance", mode="in_process", push=True, **ci) as (procs, probe, sim):
+        d9, d18, back = push_stiffness(probe, procs, sim)
+        k9, k_slope = 9.0 / d9[0], 9.0 / (d18[0] - d9[0])
+        print(f"Cartesian impedance, identified model: k {k9:.1f} N/m from 9 N, {k_slope:.1f} N/m from "
+              f"9 -> 18 N (configured {K_POS}); {np.linalg.norm(back) * 1e3:.2f} mm from the start after release")
+        assert abs(k_slope / K_POS - 1.0) < PUSH_TOL["slope"], k_slope
+        assert abs(k9 / K_POS - 1.0) < PUSH_TOL["single"], k9
+        assert np.linalg.norm(back) < PUSH_TOL["back"], back

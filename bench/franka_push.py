@@ -1,0 +1,97 @@
+"""Cartesian stiffness on franky-sim, pushed: the fr3's TCP pushed along x with 9 N, then 18 N, then
+released (franky-sim's MuJoCo arm, its joint friction, damping and rotor inertia, through the Franka
+bridge in in-process mode, config/fr3_cartesian_impedance.yaml: k_pos 300 N/m), with the URDF alone and
+with the arm's dynamics the bridge identified first (~/identify_dynamics, URDF inertials trusted) at a
+few Coulomb smoothing bands.
+
+    .venv/bin/python bench/franka_push.py                    # 2 repeats per row
+    .venv/bin/python bench/franka_push.py --repeats 4 --bands 0.01 0.002
+
+Per row: k from the 9 N push (9 N / dx), k from the 9 -> 18 N step (9 N / its dx: friction alike on
+both ends), the TCP's distance from its start after the release, the off-axis motion at 9 N; median
+(min-max) over the repeats.  The push is test/franky_sim_push.py (franky-sim's own server with an
+external force on a body-fixed point; the Franka protocol has none).
+"""
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "test"))
+os.environ.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
+os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+
+K_POS = 300.0                          # N/m, fr3_cartesian_impedance.yaml task.k_pos_*
+FRICTION_KEYS = ("friction_viscous", "friction_coulomb", "friction_offset", "friction_smoothing",
+                 "friction_compensation")
+
+
+def identify(tmp):
+    import yaml
+    from franka_harness import identify_dynamics, rig
+    out = Path(tmp) / "fr3_dynamics.yaml"
+    (Path(tmp) / "id").mkdir()
+    with rig(Path(tmp) / "id", "joint_impedance", mode="in_process",
+             **{"dynamics_id.period": 4.0, "dynamics_id.periods": 2, "dynamics_id.torque_timing": "held_before",
+                "dynamics_id.output": str(out)}) as (procs, probe, sim):
+        ok, msg = identify_dynamics(probe, procs)
+    if not ok:
+        raise SystemExit(f"identification failed: {msg}")
+    print(f"identified: {msg}")
+    return yaml.safe_load(open(out))["/**"]["ros__parameters"]
+
+
+def push_once(tmp, name, params):
+    from franka_harness import push_stiffness, rig
+    d = Path(tmp) / name
+    d.mkdir()
+    with rig(d, "cartesian_impedance", mode="in_process", push=True, **params) as (procs, probe, sim):
+        d9, d18, back = push_stiffness(probe, procs, sim)
+    return {"k9": 9.0 / d9[0], "k_slope": 9.0 / (d18[0] - d9[0]), "back_mm": 1e3 * float(np.linalg.norm(back)),
+            "off_mm": 1e3 * float(np.linalg.norm(d9[1:]))}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--bands", type=float, nargs="+", default=[0.01, 0.002],
+                    help="friction_smoothing values [rad/s] with the identified model")
+    args = ap.parse_args()
+    import rclpy
+    rclpy.init()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            p = identify(tmp)
+            rows = [("URDF alone", {})]
+            for band in args.bands:
+                prm = {"armature": p["armature"],
+                       **{f"cartesian_impedance.{k}": p[f"cartesian_impedance.{k}"] for k in FRICTION_KEYS}}
+                prm["cartesian_impedance.friction_smoothing"] = band
+                rows.append((f"identified, band {band} rad/s", prm))
+            results = []
+            for i, (label, prm) in enumerate(rows):
+                runs = [push_once(tmp, f"push{i}_{r}", prm) for r in range(args.repeats)]
+                results.append((label, runs))
+                print(f"{label}: {runs}", flush=True)
+    finally:
+        rclpy.try_shutdown()
+
+    def cell(runs, key, fmt):
+        v = np.array([r[key] for r in runs])
+        return f"{np.median(v):{fmt}} ({v.min():{fmt}}-{v.max():{fmt}})"
+    print(f"\nfranky-sim, Cartesian impedance k_pos {K_POS:.0f} N/m, TCP pushed along x; median (min-max) of "
+          f"{args.repeats}")
+    print("| model | k from 9 N [N/m] | k from 9 -> 18 N [N/m] | back after release [mm] | off-axis at 9 N [mm] |")
+    print("|---|--:|--:|--:|--:|")
+    for label, runs in results:
+        print(f"| {label} | {cell(runs, 'k9', '.0f')} | {cell(runs, 'k_slope', '.0f')} | "
+              f"{cell(runs, 'back_mm', '.1f')} | {cell(runs, 'off_mm', '.1f')} |")
+
+
+if __name__ == "__main__":
+    main()
