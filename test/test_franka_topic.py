@@ -15,8 +15,8 @@ rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("franky")
 
 from franka_harness import (PHANTOM_LOAD, bridge_params, check_held_stiffness, dump_logs, fr3_model,  # noqa: E402
-                            gravity_of, js_arrays, rig, sim_joint_friction, start_bridge, start_controller,
-                            wait_robot_time)
+                            gravity_of, js_arrays, restart_controller, rig, sim_joint_friction, start_bridge,
+                            start_controller, wait_robot_time)
 from robot_dynamics.hardware.franka import scale_link_mass  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.franky_sim]
@@ -170,8 +170,7 @@ def test_controller_killed_mid_motion_stops_the_arm(ros, tmp_path):
         assert delay <= startup + SCHED_ALLOWANCE, (delay, startup)
         res = probe.recover()
         assert res.success, res.message
-        start_controller(procs, "computed_torque")
-        assert probe.wait_for(lambda: probe.diag.get("state") == "running", 60.0), dump_logs(procs, sim)
+        restart_controller(procs, probe, sim, "computed_torque")
         # 2. tightened live, as a user may once the controller runs steadily: after a second of robot
         # time (a fresh controller's first steps on a loaded host left 0.3 s gaps: tightened at once,
         # the bridge stopped 0.2 s later, seen in a loaded fresh-clone run), and still running then
@@ -225,9 +224,7 @@ def test_controller_killed_mid_motion_stops_the_arm(ros, tmp_path):
         res = probe.recover()
         assert res.success, res.message
         probe.clear_logs()
-        start_controller(procs, "joint_impedance")
-        ok = probe.wait_for(lambda: probe.diag.get("state") == "running", 60.0)
-        assert ok, dump_logs(procs, sim)
+        restart_controller(procs, probe, sim, "joint_impedance")
         wait_robot_time(probe, 1.5)
         model, dyn = fr3_model(probe.urdf)
         _, q, _, eff = js_arrays(probe.js_log)
