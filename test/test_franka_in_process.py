@@ -125,7 +125,9 @@ def test_dynamics_identification_in_process(ros, tmp_path, inertial):
     assets/fr3.xml).  franky-sim reports as tau_J the torque it applied over the period before the
     state: torque_timing held_before.  With all base parameters identified, a rotor inertia the
     status reports as regrouped (nan: joints 1-2, whose rotor turns about a fixed axis with the link's
-    own inertia) is not compared."""
+    own inertia) is not compared.  With the URDF's inertials (what a user runs), the result is then
+    used: the friction compensated live in joint impedance (tracking), a bridge started with the
+    armature and friction for computed torque (tracking) and for Cartesian impedance (pushed)."""
     import yaml
     out = tmp_path / "fr3_dynamics.yaml"
     with rig(tmp_path, "joint_impedance", mode="in_process",
