@@ -462,25 +462,37 @@ def rig(tmp_path, law=None, mode="topic", controller_over=None, push=False, **br
             procs.stop_all()
 
 
-def identify_dynamics(probe, procs, timeout=180.0):
+def identify_dynamics(probe, procs, timeout=180.0, again_on_effort_limit=1):
     """~/identify_dynamics of the in-process bridge, then its status polled until the run ends.
     Returns (ok, the status message); AssertionError when the run does not start from the measured
-    effort (the robot's tau_J)."""
+    effort (the robot's tau_J).  A run aborted because the law's command reached an effort limit is
+    started again (`again_on_effort_limit` times, printed), as a user would: in a loaded suite run
+    joint 3 hit its 87 N m, the excitation needing a few; a control callback starved on a loaded host
+    (franky-sim steps on with the last torque) is what does that, and the abort is the run's safe
+    answer to it."""
     from std_srvs.srv import Trigger
 
     def call(srv):
         r = probe._call(Trigger, srv, Trigger.Request(), 10.0, srv)
         return (False, f"{srv}: no response") if r is None else (r.success, r.message)
-    ok, msg = call("identify_dynamics")
-    assert ok, msg
-    assert "measured effort" in msg, msg
     t_end = time.monotonic() + timeout
-    while True:                                  # the run: excitation and validation on the robot's clock
-        procs.check_alive()
-        ok, msg = call("identify_dynamics_status")
-        if ok or "aborted" in msg or "failed" in msg or time.monotonic() > t_end:
+    for attempt in range(again_on_effort_limit + 1):
+        while True:                              # refused while an aborted run moves the arm back
+            ok, msg = call("identify_dynamics")
+            if ok or attempt == 0 or time.monotonic() > t_end:
+                break
+            time.sleep(1.0)
+        assert ok, msg
+        assert "measured effort" in msg, msg
+        while True:                              # the run: excitation and validation on the robot's clock
+            procs.check_alive()
+            ok, msg = call("identify_dynamics_status")
+            if ok or "aborted" in msg or "failed" in msg or time.monotonic() > t_end:
+                break
+            time.sleep(1.0)
+        if ok or "effort limit" not in msg or attempt == again_on_effort_limit:
             return ok, msg
-        time.sleep(1.0)
+        print(f"identify_dynamics: {msg}; started again", flush=True)
 
 
 def push_stiffness(probe, procs, sim, forces=(9.0, 18.0), settle=2.0):
