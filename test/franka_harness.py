@@ -248,15 +248,24 @@ def restart_controller(procs, probe, sim, law, first_wait=20.0, timeout=60.0, **
     That is below the node (DDS: the killed participant's ports are taken over by the new one; not
     reproduced alone: 50 of 50 SIGKILL restarts of a plain subscriber beside a 1 kHz publisher
     received at once).  A user starts it again; so does this, once, when the new controller has
-    waited `first_wait` s for a description whose publisher it saw.  Returns the new process."""
+    waited `first_wait` s for a description whose publisher it saw, that time on Fast DDS's UDP
+    transport alone (FASTDDS_BUILTIN_TRANSPORTS=UDPv4): a loaded run had the second start silent too,
+    as a stale shared-memory port on the bridge's side would leave it (the new process takes the
+    killed one's participant id, hence its ports; eProsima/Fast-DDS#5053).  Returns the new process."""
+    env0 = procs.env
     for attempt in range(2):
-        p = start_controller(procs, law, **over)
+        if attempt == 1:
+            procs.env = {**env0, "FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
+        try:
+            p = start_controller(procs, law, **over)
+        finally:
+            procs.env = env0
         if probe.wait_for(lambda: probe.diag.get("state") == "running", first_wait if attempt == 0 else timeout):
             return p
         if attempt == 1 or p.poll() is not None or "no description" not in procs.log(p):
             break
         print(f"restart_controller: the new controller got no data from the bridge in {first_wait} s "
-              f"(its log: publisher seen, no description); started again", flush=True)
+              f"(its log: publisher seen, no description); started again on UDP alone", flush=True)
         for sig, wait in ((signal.SIGINT, 5.0), (signal.SIGKILL, 2.0)):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, sig)
