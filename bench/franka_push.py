@@ -27,8 +27,6 @@ os.environ.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 
 K_POS = 300.0                          # N/m, fr3_cartesian_impedance.yaml task.k_pos_*
-FRICTION_KEYS = ("friction_viscous", "friction_coulomb", "friction_offset", "friction_smoothing",
-                 "friction_compensation")
 
 
 def identify(tmp):
@@ -69,9 +67,8 @@ def main():
             p = identify(tmp)
             rows = [("URDF alone", {})]
             for band in args.bands:
-                prm = {"armature": p["armature"],
-                       **{f"cartesian_impedance.{k}": p[f"cartesian_impedance.{k}"] for k in FRICTION_KEYS}}
-                prm["cartesian_impedance.friction_smoothing"] = band
+                from franka_harness import identified_params
+                prm = {**identified_params(p, "cartesian_impedance"), "cartesian_impedance.friction_smoothing": band}
                 rows.append((f"identified, band {band} rad/s", prm))
             results = []
             for i, (label, prm) in enumerate(rows):

@@ -504,6 +504,16 @@ def identify_dynamics(probe, procs, timeout=240.0, again_on_effort_limit=2):
         print(f"identify_dynamics: {msg}; started again", flush=True)
 
 
+FRICTION_KEYS = ("friction_viscous", "friction_coulomb", "friction_offset", "friction_smoothing",
+                 "friction_compensation")
+
+
+def identified_params(p, law):
+    """The bridge parameters that apply an identification's result (its parameters file's
+    ros__parameters `p`) to `law`: the armature and the law's friction model."""
+    return {"armature": p["armature"], **{f"{law}.{k}": p[f"{law}.{k}"] for k in FRICTION_KEYS}}
+
+
 def push_stiffness(probe, procs, sim, forces=(9.0, 18.0), settle=2.0):
     """Push franky-sim's TCP (fr3_tcp of our model of the published URDF; sim with push=True) along x
     with each of `forces` in turn, then release, each held `settle` s of robot time.  Returns the TCP

@@ -11,8 +11,9 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("franky")
 
-from franka_harness import (PHANTOM_LOAD, check_held_stiffness, fr3_model, gravity_of, identify_dynamics,  # noqa: E402
-                            js_arrays, push_stiffness, rig, sim_joint_attribute, sim_joint_friction, wait_robot_time)
+from franka_harness import (FRICTION_KEYS, PHANTOM_LOAD, check_held_stiffness, fr3_model,  # noqa: E402
+                            gravity_of, identified_params, identify_dynamics, js_arrays, push_stiffness, rig,
+                            sim_joint_attribute, sim_joint_friction, wait_robot_time)
 
 pytestmark = [pytest.mark.slow, pytest.mark.franky_sim]
 
@@ -158,8 +159,7 @@ def test_dynamics_identification_in_process(ros, tmp_path, inertial):
         q0, _ = probe.snapshot()
         q, rms_off = _min_jerk(probe, procs, q0, TRAJ_STEP)
         final_off = np.abs(q[-1] - (q0 + TRAJ_STEP))
-        for k in ("friction_viscous", "friction_coulomb", "friction_offset", "friction_smoothing",
-                  "friction_compensation"):
+        for k in FRICTION_KEYS:
             r = probe.set_bridge_param(f"joint_impedance.{k}", p[f"joint_impedance.{k}"])
             assert r.successful, (k, r.reason)
         q1, _ = probe.snapshot()
@@ -175,8 +175,7 @@ def test_dynamics_identification_in_process(ros, tmp_path, inertial):
     # (test_franka_topic.py), on a bridge started with the identified armature in its model and the
     # identified friction compensated: the same motion, tracked
     (tmp_path / "ct").mkdir()
-    ct = {"armature": p["armature"], **{f"computed_torque.{k}": p[f"computed_torque.{k}"] for k in (
-        "friction_viscous", "friction_coulomb", "friction_offset", "friction_smoothing", "friction_compensation")}}
+    ct = identified_params(p, "computed_torque")
     with rig(tmp_path / "ct", "computed_torque", mode="in_process", **ct) as (procs, probe, sim):
         q0, _ = probe.snapshot()
         q, rms_ct = _min_jerk(probe, procs, q0, TRAJ_STEP)
@@ -190,9 +189,7 @@ def test_dynamics_identification_in_process(ros, tmp_path, inertial):
     # simulator's velocities have no noise), the TCP pushed along x with 9 N, then 18 N, then released
     # (test/franky_sim_push.py; bench/franka_push.py has the table)
     (tmp_path / "push").mkdir()
-    ci = {"armature": p["armature"], **{f"cartesian_impedance.{k}": p[f"cartesian_impedance.{k}"] for k in (
-        "friction_viscous", "friction_coulomb", "friction_offset", "friction_compensation")},
-        "cartesian_impedance.friction_smoothing": 0.002}
+    ci = {**identified_params(p, "cartesian_impedance"), "cartesian_impedance.friction_smoothing": 0.002}
     with rig(tmp_path / "push", "cartesian_impedance", mode="in_process", push=True, **ci) as (procs, probe, sim):
         d9, d18, back = push_stiffness(probe, procs, sim)
         k9, k_slope = 9.0 / d9[0], 9.0 / (d18[0] - d9[0])
