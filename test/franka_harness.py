@@ -272,7 +272,10 @@ def restart_controller(procs, probe, sim, law, first_wait=20.0, timeout=60.0, **
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(wait)
                 break
-    raise AssertionError("the new controller did not run:\n" + dump_logs(procs, sim))
+    ctl = {k: v for k, v in probe.ctl_diag.items() if not k.startswith(("accepted.", "rejected."))}
+    raise AssertionError(f"the new controller did not run: the bridge's diagnostics {probe.diag}; the "
+                         f"controller's ({probe.n_ctl_diag} received) {ctl}; commands seen by the probe "
+                         f"{probe.n_cmd}\n" + dump_logs(procs, sim))
 
 
 def sim_joint_attribute(name):

@@ -34,8 +34,11 @@ TRAJ_T = 2.0              # s
 # rad; joint 6: 0.44 / 50 = 0.009 rad); 20 % and 1 mrad on top
 TRAJ_FINAL_TOL = 1.2 * sim_joint_friction() / K_J + 1e-3
 TRAJ_RMS_TOL = 0.05       # rad: RMS of the largest joint error over the motion (DDS loop, loaded host)
+KILL_STEP = 2 * TRAJ_STEP  # the kill test's trajectory: 0.4 rad in 8 s (<= 0.1 rad/s)
+KILL_T = 8.0
 STOP_SPEED = 0.02         # rad/s: "stopped"
-STOP_TRAVEL = 0.15        # rad: most a joint may move between the kill and the stop
+STOP_TRAVEL = 0.05        # rad: most a joint may move between the watchdog's trip and rest (the
+                          #   bridge's damping on an arm at the kill trajectory's <= 0.1 rad/s)
 SCHED_ALLOWANCE = 1.5     # s: how much later than command_timeout a stop may be seen on a loaded host
                           # (the bridge's check, its 0.2 s diagnostics, the probe's receipt); upper bound
 GUARD_TRAVEL = 0.5        # rad: most a joint may move before the gravity guard stops the arm.  The
@@ -96,18 +99,18 @@ def test_cartesian_impedance_hold(ros, tmp_path):
         assert probe.diag.get("state") == "running"
 
 
-def _trajectory(probe, q0, until_moving=False):
+def _trajectory(probe, q0, until_moving=False, step=TRAJ_STEP, duration=TRAJ_T):
     """The minimum-jerk trajectory from q0 (zero stamp: it starts on receipt), confirmed on the
     controller's /diagnostics; or, with until_moving, by its effect: sent again until the arm moves
     along it (|v| > 0.05 rad/s, 0.02 rad from q0), which is when it returns (mid-motion: the probe's
     view of the diagnostics lags on a loaded host, and a 2 s trajectory may be over by then).  Returns
     the goal."""
-    q_goal = q0 + TRAJ_STEP
+    q_goal = q0 + step
     n = 21
-    ts = np.linspace(0.0, TRAJ_T, n)[1:]
-    s = ts / TRAJ_T
+    ts = np.linspace(0.0, duration, n)[1:]
+    s = ts / duration
     blend = 10 * s**3 - 15 * s**4 + 6 * s**5                 # minimum-jerk profile
-    points = [q0 + b * TRAJ_STEP for b in blend]
+    points = [q0 + b * step for b in blend]
     if not until_moving:
         probe.publish_trajectory(list(ts), points, confirm=True)
         return q_goal
@@ -116,7 +119,7 @@ def _trajectory(probe, q0, until_moving=False):
             break
         probe.publish_trajectory(list(ts), points)
         if probe.wait_for(lambda: probe.v is not None and np.max(np.abs(probe.v)) > 0.05
-                          and np.max(np.abs(probe.q - q0)) > 0.02, 3.0 * TRAJ_T):
+                          and np.max(np.abs(probe.q - q0)) > 0.02, 3.0 * duration):
             return q_goal
     raise AssertionError(f"the arm did not move along the trajectory: v {probe.v}, the controller's "
                          f"reference {probe.ctl_ref}, its diagnostics {probe.ctl_diag}, the bridge's "
@@ -188,7 +191,9 @@ def test_controller_killed_mid_motion_stops_the_arm(ros, tmp_path):
             try:
                 assert probe.diag.get("state") == "running", probe.diag
                 q0, _ = probe.snapshot()
-                _trajectory(probe, q0, until_moving=True)  # returns mid-motion (an event, not a time)
+                # returns mid-motion (an event, not a time); long, so the kill lands mid-motion
+                # however late the probe sees the motion start
+                q_goal = _trajectory(probe, q0, until_moving=True, step=KILL_STEP, duration=KILL_T)
                 break
             except AssertionError:
                 # the bridge stopped before the kill, its reason the live 0.3 s, the controller alive: a
@@ -213,9 +218,19 @@ def test_controller_killed_mid_motion_stops_the_arm(ros, tmp_path):
         assert stopped
         t_stop = time.monotonic()
         q_stop, _ = probe.snapshot()
-        assert np.max(np.abs(q_stop - q_kill)) < STOP_TRAVEL
+        # the damping's stop, from where the bridge tripped (its own record of the arm then, in the
+        # published joint order): a distance of physics, not of scheduling.  From the probe's view of
+        # the kill it adds the 0.3 s of the last command held, and the probe's own lag on a loaded host
+        # (0.164 rad seen beside a CPU hog, of a 0.2 rad step): printed, not bounded
+        q_trip = np.array([float(x) for x in probe.diag["stop_q"].split()])
+        v_trip = np.array([float(x) for x in probe.diag["stop_dq"].split()])
+        after = float(np.max(np.abs(q_stop - q_trip)))
         print(f"\nstopped {t_stop - t_kill:.3f} s after the kill (wall clock, incl. the 0.3 s watchdog), "
-              f"travel {np.max(np.abs(q_stop - q_kill)):.4f} rad")
+              f"travel {np.max(np.abs(q_stop - q_kill)):.4f} rad from the probe's kill, {after:.4f} rad "
+              f"from the trip at {np.max(np.abs(v_trip)):.3f} rad/s")
+        assert np.max(np.abs(v_trip)) > 0.02, ("the trip did not come mid-motion", v_trip)
+        assert after < STOP_TRAVEL, (q_stop - q_trip)
+        assert np.max(np.abs(q_stop - q_goal)) > 0.05, "the arm went on to the goal"
         wait_robot_time(probe, 1.0)
         assert ctl.poll() is not None and procs.procs[0].poll() is None     # bridge still up
         # it stays stopped (no automatic resume), then resumes on ~/recover with a new controller

@@ -157,10 +157,15 @@ def test_command_gate_start_watchdog_stop_and_resume_without_jump():
     assert np.allclose(out, 0.0)
     assert np.allclose(gate.on_command(cmd, 1.25), 0.5 * cmd)
     assert np.allclose(gate.on_command(cmd, 1.6), cmd)
-    assert gate.on_cycle(dq, 1.65) is None                      # fresh: the command stands
-    # no command for more than command_timeout: stopped, damping
-    out = gate.on_cycle(dq, 1.6 + 0.11)
+    q_fresh, q_trip = np.full(7, 0.1), np.arange(7.0)
+    assert gate.on_cycle(dq, 1.65, q_fresh) is None             # fresh: the command stands
+    assert gate.stop_q is None
+    # no command for more than command_timeout: stopped, damping; where the arm was, kept
+    out = gate.on_cycle(dq, 1.6 + 0.11, q_trip)
     assert gate.state == fh.STOPPED and gate.n_watchdog == 1 and np.allclose(out, -10.0 * dq)
+    assert np.array_equal(gate.stop_q, q_trip) and np.array_equal(gate.stop_dq, dq)
+    gate.on_cycle(2 * dq, 1.75, q_fresh)                        # stopped: the trip's record stays
+    assert np.array_equal(gate.stop_q, q_trip) and np.array_equal(gate.stop_dq, dq)
     assert gate.on_command(cmd, 1.8) is None                   # no automatic resume
     assert gate.state == fh.STOPPED
     # explicit resume: from the damping torque being applied, blended, no jump

@@ -311,6 +311,8 @@ class CommandGate:
         self.n_watchdog = 0
         self.n_rejected = 0
         self.stop_time = None           # monotonic time of the last watchdog trip
+        self.stop_q = None              # joint positions at the last stop (when the caller gave them)
+        self.stop_dq = None             # and the joint speeds then
         self.lock = threading.Lock()
 
     def _safe(self, dq):
@@ -341,8 +343,10 @@ class CommandGate:
             return self.last_cmd
         return self.blend_from + a * (self.last_cmd - self.blend_from)
 
-    def on_cycle(self, dq, now):
-        """Every robot cycle: returns the torque to apply, or None when the last command stands."""
+    def on_cycle(self, dq, now, q=None):
+        """Every robot cycle: returns the torque to apply, or None when the last command stands.
+        `q` (optional): the joint positions, kept as `stop_q` (and dq as `stop_dq`) when the watchdog
+        trips."""
         with self.lock:
             if self.state == RUNNING:
                 if now - self.last_cmd_time > self.command_timeout:
@@ -350,16 +354,20 @@ class CommandGate:
                                                         "(controller or its topics down): stopping")
                     self.n_watchdog += 1
                     self.stop_time = now
+                    self.stop_q = None if q is None else np.array(q, float)
+                    self.stop_dq = np.array(dq, float)
                 else:
                     return None
             out = self._safe(dq)
             self.applied = out
             return out
 
-    def stop(self, reason, now):
+    def stop(self, reason, now, q=None, dq=None):
         with self.lock:
             if self.state != STOPPED:
                 self.stop_time = now
+                self.stop_q = None if q is None else np.array(q, float)
+                self.stop_dq = None if dq is None else np.array(dq, float)
             self.state, self.reason = STOPPED, reason
 
     def resume(self, now):

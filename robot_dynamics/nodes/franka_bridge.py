@@ -130,6 +130,10 @@ PARAMETERS.update({p[0]: (p[1], p[2]) for p in realtime.PARAMS})
 PARAMETERS["rt_gc_mode"] = ("freeze", PARAMETERS["rt_gc_mode"][1] + " (bridge default: freeze, see above)")
 
 
+def _floats(x):
+    return "" if x is None else " ".join(f"{v:.5f}" for v in x)
+
+
 class FrankaBridge(Node):
     def __init__(self, name="franka_bridge", **kw):
         super().__init__(name, **kw)
@@ -553,7 +557,7 @@ class FrankaBridge(Node):
             if tau is not None:
                 self.pending = t
             return tau
-        out = self.gate.on_cycle(dq, time.monotonic())
+        out = self.gate.on_cycle(dq, time.monotonic(), q)
         if out is None and self.gate.last_cmd_time is not None \
                 and time.monotonic() - self.gate.last_cmd_time > 0.02:
             out = self.gate.applied      # keep franky's watchdog fed between late commands
@@ -586,7 +590,7 @@ class FrankaBridge(Node):
                 self.n_guard += 1
                 reason = ("gravity guard: the commands carry g(q) (fraction %.2f) but the Franka adds "
                           "gravity itself: set <controller>.compensate_gravity: false; stopping" % self.guard.ratio)
-                self.gate.stop(reason, now)
+                self.gate.stop(reason, now, self.q, self.dq)
                 self.guard.reset()
                 self.get_logger().error(reason)
                 return
@@ -628,7 +632,7 @@ class FrankaBridge(Node):
                     self.n_guard += 1
                     self.get_logger().error(reason)
                 self.gate.permitted = False
-                self.gate.stop(reason, time.monotonic())
+                self.gate.stop(reason, time.monotonic(), self.q, self.dq)
                 self.ctl_check = "compensate_gravity true"
             else:
                 if self.ctl_check != "ok":
@@ -734,7 +738,10 @@ class FrankaBridge(Node):
              "rejected_commands": self.gate.n_rejected, "watchdog_trips": self.gate.n_watchdog,
              "gravity_guard_trips": self.n_guard, "controller_check": self.ctl_check,
              "robot_errors": self.n_errors,
-             "last_robot_error": self.last_error}
+             "last_robot_error": self.last_error,
+             # where the arm was and how fast it went when the last stop came (robot joint order; ''
+             # before any)
+             "stop_q": _floats(self.gate.stop_q), "stop_dq": _floats(self.gate.stop_dq)}
         if self.check is not None:
             d.update({"cross_check_gravity": self.check.gravity, "cross_check_mass": self.check.mass,
                       "cross_check_coriolis": self.check.coriolis, "cross_check_ok": self.check.ok})
