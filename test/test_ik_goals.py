@@ -12,6 +12,7 @@ import pytest
 
 from robot_dynamics.control import CartesianReference, ControlLoop, JointReference
 from robot_dynamics.control.cartesian_trajectory import CartesianTrajectory
+from robot_dynamics.control.ik_reference import IKReference
 from robot_dynamics.dynamics import Model, make_backend
 from robot_dynamics.sim import MujocoSim
 
@@ -87,6 +88,9 @@ def test_unreachable_and_singular_goals_are_refused_and_nothing_changes():
     Rs, ps = make_backend(ur5, "reference").frame_placement(np.array([0.0, -1.0, 0.0, -1.0, -1.57, 0.0]), "tool0")
     with pytest.raises(ValueError, match="singular configuration"):
         ur_loop.cartesian_goal(CartesianReference(Rs, ps))
+    # the seed already at the goal (no iteration: the smallest singular value is the solution's own)
+    with pytest.raises(ValueError, match="singular configuration"):
+        IKReference(ur5, "tool0").pose(np.array([0.0, -1.0, 0.0, -1.0, -1.57, 0.0]), Rs, ps)
     with pytest.raises(ValueError, match="joint laws"):
         make_loop("gravity_compensation").cartesian_goal(CartesianReference(R, p))
 
@@ -132,6 +136,28 @@ def test_a_trajectory_through_a_singularity_or_too_fast_is_refused_with_the_poin
         loop.cartesian_goal(line(p0, p0 + [1.5, 0.0, 0.0], R, 3.0))
     with pytest.raises(ValueError, match="rad/s from the point before"):
         loop.cartesian_goal(line(p0, p0 + [0.0, 0.15, 0.0], R, 0.05))
+
+
+def test_the_joint_spline_through_the_ik_points_is_bounded():
+    """Bug: only the mean speed between points checked, so a path whose joint spline accelerates
+    beyond the law's bound (its approach's 5 rad/s^2) taken.  The 15 cm line at a constant speed in
+    0.6 s (from rest to 0.25 m/s at once: mean joint speeds within the limits): refused naming the
+    joint and rad/s^2.  The same line with a minimum-jerk profile in 2 s: taken, and its joint
+    positions sampled every 1 ms have second differences within the bound (the oracle: finite
+    differences, not the check itself)."""
+    loop, _ = started("joint_impedance")
+    R, p0 = REF.frame_placement(Q0, TCP)
+    ts = np.linspace(0.0, 0.6, 21)
+    const = CartesianTrajectory(ts, p0 + np.outer(ts / 0.6, [0.0, 0.15, 0.0]), np.repeat(R[None], 21, axis=0))
+    with pytest.raises(ValueError, match=r"joint 'panda_joint\d' at [\d.]+ rad/s\^2 at t = .*bound 5 rad/s\^2"):
+        loop.cartesian_goal(const)
+    jt = loop.cartesian_goal(line(p0, p0 + [0.0, 0.15, 0.0], R, 2.0))
+    h = 1e-3
+    q = np.array([jt.sample(t)[0] for t in np.arange(0.0, 2.0 + h / 2, h)])
+    acc = np.abs(np.diff(q, 2, axis=0)) / h ** 2
+    vel = np.abs(np.diff(q, axis=0)) / h
+    print(f"\n2 s line: peak joint acceleration {acc.max():.3f} rad/s^2, speed {vel.max():.3f} rad/s (finite differences)")
+    assert acc.max() <= 5.0 and np.all(vel.max(axis=0) <= np.asarray(MODEL.velocity_limits))
 
 
 def test_joint_references_still_work_beside_the_ik():

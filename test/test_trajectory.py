@@ -285,3 +285,23 @@ def test_a_trajectory_that_replaces_another_one_continues_its_motion():
     a = np.array([h[2] for h in hist])
     scale = np.abs(a[600:700]).max()
     assert np.abs(a[700] - a[699]).max() <= 0.05 * scale, (np.abs(a[700] - a[699]).max(), scale)
+
+
+@pytest.mark.parametrize("kind", ["cubic_spline", "cubic_hermite", "quintic"])
+def test_peak_rates_match_dense_sampling(kind):
+    """peak_rates (the IK path's bound check) against the largest |v|, |a| of sample() on a 20 000-point
+    grid per trajectory: within 0.2 % and at the same time (to a sample)."""
+    rng = np.random.default_rng(3)
+    t = np.cumsum(rng.uniform(0.1, 0.5, 6))
+    P = rng.normal(size=(6, 3))
+    V = rng.normal(size=(6, 3)) if kind != "cubic_spline" else None
+    A = rng.normal(size=(6, 3)) if kind == "quintic" else None
+    jt = JointTrajectory(t, P, V, A)
+    assert jt.kind == kind
+    v_pk, a_pk, t_v, t_a = jt.peak_rates(64)
+    grid = np.linspace(jt.start_time, jt.end_time, 20001)[:-1]
+    S = [jt.sample(x) for x in grid]
+    v = np.abs([s[1] for s in S])
+    a = np.abs([s[2] for s in S])
+    assert np.allclose(v_pk, v.max(axis=0), rtol=2e-3) and np.allclose(a_pk, a.max(axis=0), rtol=2e-3)
+    assert np.all(np.abs(t_v - grid[v.argmax(axis=0)]) < 0.02) and np.all(np.abs(t_a - grid[a.argmax(axis=0)]) < 0.02)

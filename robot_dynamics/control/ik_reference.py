@@ -12,7 +12,9 @@ reason, and nothing produced when a goal is out of reach (the closest pose and i
 solution is at a singular configuration (its smallest singular value below min_singular_value: the
 arm would lose a direction of motion there, and joint speeds blow up near it), or when two successive
 points of a trajectory need a joint faster than its velocity limit (a singularity passed between them,
-or the IK changed branch).  The joint trajectory carries the Cartesian trajectory's stamp; its points
+or the IK changed branch), or when the joint spline through the solved points needs a joint faster
+than its velocity limit or harder than `max_acceleration` (the law's approach bound, 5 rad/s^2 by
+default) anywhere between them.  The joint trajectory carries the Cartesian trajectory's stamp; its points
 are positions only (a C2 spline through them, JointTrajectory's rule): the Cartesian path is followed
 at the points, between them the joint spline's.
 """
@@ -23,10 +25,11 @@ from .trajectory import JointTrajectory
 
 
 class IKReference:
-    def __init__(self, model, frame, min_singular_value=0.02):
+    def __init__(self, model, frame, min_singular_value=0.02, max_acceleration=5.0):
         self.model = model
         self.frame = frame
         self.min_sv = float(min_singular_value)
+        self.a_max = float(max_acceleration)
         self.ik = PositionIK(model, frame)                    # restarts when the seed does not converge
         self.ik_path = PositionIK(model, frame, restarts=0)   # along a path: from the previous point only
         self.vmax = np.asarray(model.velocity_limits, dtype=float)
@@ -64,5 +67,20 @@ class IKReference:
                                      "branch; not followed")
             Q[k] = q = q_new
         jt = JointTrajectory(times, Q, lower=self.lower, upper=self.upper)
+        # the joint spline through the solved points, between them too: within the velocity limits and
+        # the law's acceleration bound (its approach's), else refused (not time-scaled: the user's
+        # times are kept or the trajectory is not taken)
+        v_pk, a_pk, t_v, t_a = jt.peak_rates()
+        lim = np.where(self.vmax > 0, self.vmax, np.inf)
+        j = int(np.argmax(v_pk / lim))
+        if v_pk[j] > lim[j] * (1.0 + 1e-9):
+            raise ValueError(f"the joint trajectory through the IK's points needs joint {self.model.joint_names[j]!r} "
+                             f"at {v_pk[j]:.2f} rad/s at t = {t_v[j]:.3f} s (limit {lim[j]:.2f}): slow the "
+                             "Cartesian trajectory down; not followed")
+        j = int(np.argmax(a_pk))
+        if a_pk[j] > self.a_max * (1.0 + 1e-9):
+            raise ValueError(f"the joint trajectory through the IK's points needs joint {self.model.joint_names[j]!r} "
+                             f"at {a_pk[j]:.2f} rad/s^2 at t = {t_a[j]:.3f} s (the law's bound {self.a_max:g} rad/s^2, "
+                             "its approach_acceleration): slow the Cartesian trajectory down; not followed")
         jt.stamp = ctraj.stamp
         return jt

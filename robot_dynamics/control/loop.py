@@ -965,8 +965,10 @@ class ControlLoop:
         frame = self._p["ik.frame"] or self.model.frame_names[-1]
         self.model.check_frame(frame)
         conv = getattr(self, "_ik_ref", None)
-        if conv is None or conv.frame != frame or conv.min_sv != self._p["ik.min_singular_value"]:
-            conv = self._ik_ref = IKReference(self.model, frame, self._p["ik.min_singular_value"])
+        a_max = self.law.approach_bounds()["max_acceleration"]
+        if conv is None or conv.frame != frame or conv.min_sv != self._p["ik.min_singular_value"] \
+                or conv.a_max != a_max:
+            conv = self._ik_ref = IKReference(self.model, frame, self._p["ik.min_singular_value"], a_max)
         q_d = getattr(self.law, "q_d", None)
         seed = np.array(q_d if q_d is not None and self.have_state else self.q, dtype=float)
         if isinstance(ref, CartesianTrajectory):

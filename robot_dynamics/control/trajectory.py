@@ -274,6 +274,24 @@ class JointTrajectory:
     def done(self, t):
         return t >= self._t[-1]
 
+    def peak_rates(self, samples=16):
+        """(|v| max, |a| max, the times of each) per joint over the built spline, from `samples`
+        evaluations per segment plus the knots (the relative times before start())."""
+        if self._K == 0:
+            z = np.zeros(self.nv)
+            return z, z.copy(), z.copy(), z.copy()
+        u = np.linspace(0.0, 1.0, samples + 1)                       # (S,) per segment
+        h = np.diff(self._t)                                         # (K,)
+        s = h[:, None] * u[None, :]                                  # (K, S)
+        c = self._C                                                  # (K, 6, n)
+        v = sum(k * c[:, k, None, :] * s[..., None] ** (k - 1) for k in range(1, 6))
+        a = sum(k * (k - 1) * c[:, k, None, :] * s[..., None] ** (k - 2) for k in range(2, 6))
+        t = (self._t[:-1, None] + s).reshape(-1)
+        v, a = np.abs(v).reshape(-1, self.nv), np.abs(a).reshape(-1, self.nv)
+        iv, ia = v.argmax(axis=0), a.argmax(axis=0)
+        cols = np.arange(self.nv)
+        return v[iv, cols], a[ia, cols], t[iv], t[ia]
+
     def sample(self, t):
         """(q, v, a) at absolute time t (new arrays).  Before the first knot: the first knot's
         values; after the last: the last position with zero velocity and acceleration."""

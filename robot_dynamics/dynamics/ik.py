@@ -89,7 +89,8 @@ class IKResult:
     """A position IK solve.  status: "converged" | "out_of_reach" | "singular" | "max_iterations";
     q: the solution, or the closest configuration found; R, p: the frame's pose there; error: e there
     ([e_p; e_r] or [e_p]); position_error, rotation_error: |e_p| [m], |e_r| [rad]; iterations: over
-    all starts; starts: the seed and the random restarts tried."""
+    all starts; starts: the seed and the random restarts tried; s_min: the smallest singular value of
+    the task Jacobian at q (0 with fewer joints than task rows), whatever the iterations saw."""
     status: str
     q: np.ndarray
     R: np.ndarray
@@ -370,7 +371,8 @@ class PositionIK:
                 best = run
             if run[0] == "converged":
                 break
-        status, (f, q, e, Rq, pq), _, s_min, escapes = best
+        status, (f, q, e, Rq, pq), _, _, escapes = best
+        s_min = self._s_min(q)
         ep = float(np.linalg.norm(e[:3]))
         er = float(np.linalg.norm(e[3:])) if e.size > 3 else 0.0
         starts = start + 1
@@ -383,6 +385,13 @@ class PositionIK:
                "max_iterations": f"not converged in {self.max_iterations} iterations: {ep:.3g} m, "
                                  f"{er:.3g} rad from the target ({starts} starts)"}[status]
         return IKResult(status, q.copy(), Rq, pq, e, ep, er, total, starts, s_min, msg)
+
+    def _s_min(self, q):
+        """The smallest singular value of the task Jacobian at q (0 with fewer joints than task rows)."""
+        J = self.diff.jacobian(q)
+        if J.shape[1] < J.shape[0]:
+            return 0.0
+        return float(self.diff._svd(J)[1][-1])
 
     def _random_seed(self, rng):
         lo = np.where(np.isfinite(self.q_min), self.q_min, -np.pi)
