@@ -132,7 +132,8 @@ def test_frictional_impact_cone_and_energy(model, rd):
     and P . c = 0; sticking (P inside K): u+ = -e u_n- n; sliding: u_n+ >= -e u_n- (Anitescu's
     relaxation lifts a sliding contact, as in contact_dynamics).  Energy: not growing at e = 0 (Newton)
     nor ever with Poisson's law, for which Delta T = (1 - e^2)/2 P_c . u- with P_c the compression
-    impulse; Newton's law at e = 1 gains energy on some states (Kane's paradox), hence Poisson's."""
+    impulse; Newton's law at e = 1 gains energy on some states (Kane's paradox), hence Poisson's, the
+    default's choice with friction and e > 0."""
     rng = np.random.default_rng(44)
     gains, slid, stuck = [], 0, 0
     mu = 0.3
@@ -142,7 +143,7 @@ def test_frictional_impact_cone_and_energy(model, rd):
         c = [Contact(TCP, mu=mu)]
         T0 = kinetic(M, v)
         for e in (0.0, 0.6, 1.0):
-            vp, P, _ = impulse_dynamics(model.tree, rd, q, v, c, e)
+            vp, P, _ = impulse_dynamics(model.tree, rd, q, v, c, e, law="newton")
             P = P[0]
             scale = max(1.0, float(np.max(np.abs(J[:3] @ v))))
             assert scaled_err(M @ (vp - v), J[:3].T @ P) < TOL                  # M (v+ - v-) = J^T P
@@ -162,10 +163,13 @@ def test_frictional_impact_cone_and_energy(model, rd):
             if e == 1.0:
                 gains.append(kinetic(M, vp) - T0)
             vp_p, P_p, _ = impulse_dynamics(model.tree, rd, q, v, c, e, law="poisson")
-            _, P_c, _ = impulse_dynamics(model.tree, rd, q, v, c, 0.0)
+            _, P_c, _ = impulse_dynamics(model.tree, rd, q, v, c, 0.0, law="newton")
             assert scaled_err(P_p[0], (1 + e) * P_c[0]) < TOL
             dT = kinetic(M, vp_p) - T0
             assert dT <= 1e-9 * T0 and abs(dT - 0.5 * (1 - e * e) * P_c[0] @ (J[:3] @ v)) < 1e-9 * T0
+            # the default law: Poisson's here (friction, e > 0), Newton's at e = 0; never a gain
+            vp_d, _, _ = impulse_dynamics(model.tree, rd, q, v, c, e)
+            assert np.array_equal(vp_d, vp_p if e > 0 else vp) and kinetic(M, vp_d) - T0 <= 1e-9 * T0
     print(f"mu = 0.3: {stuck} sticking and {slid} sliding impacts; Newton e = 1: Delta T > 0 on "
           f"{sum(g > 1e-9 for g in gains)} of {len(gains)} states (up to {max(gains):.3g} J)")
     assert stuck > 0 and slid > 0 and max(gains) > 1e-6

@@ -30,7 +30,8 @@ the QP's conditions give Lambda^T G Lambda = -(1 + e) Lambda . u-, so Delta T = 
 Lambda^T G Lambda <= 0 for e <= 1, zero at e = 1.  With friction and e = 0 Delta T is the QP's optimal
 value, <= 0.  With friction and e > 0 Newton's law can create energy (Kane's paradox: the tangential
 impulse that stops the sliding feeds the normal rebound through G's coupling; on the Panda's tcp with
-mu = 0.3 and e = 1 it did on a third of random approaches, by up to 0.27 J): `law="poisson"` solves
+mu = 0.3 and e = 1 it did on a third of random approaches, by up to 0.27 J), so the default
+`law="auto"` takes Poisson's there (Newton's only on request): `law="poisson"` solves
 the compression impulse Lambda_c (the QP at e = 0) and applies (1 + e) Lambda_c, so that
 Delta T = (1 - e^2)/2 Lambda_c . u- <= 0 always; a contact active in compression then leaves at
 u_n+ = -e u_n- too, and a sticking one with its tangential velocity reversed and scaled,
@@ -50,16 +51,19 @@ from scipy.linalg.lapack import dpotrs
 from .constrained import (Contact, FrameConstraint, _mass_factor, _split, _stack, _tangents, check_constraint,
                           check_contact, check_state, contact_qp, independent_rows)
 
-LAWS = ("newton", "poisson")
+LAWS = ("auto", "newton", "poisson")
 
 __all__ = ["impulse_dynamics", "Contact", "FrameConstraint"]
 
 
-def impulse_dynamics(tree, data, q, v_minus, contacts, restitution=0.0, bilateral=(), reg=1e-12, law="newton"):
+def impulse_dynamics(tree, data, q, v_minus, contacts, restitution=0.0, bilateral=(), reg=1e-12, law="auto"):
     """Velocity after an impact: (v_plus, impulses, wrenches) with impulses (k, 3) the contact impulses
     on the robot (world axes, N s; zero for a separating contact) and wrenches the impulses of the
     bilateral constraints (as constrained_dynamics returns its wrenches).  restitution e in [0, 1]
-    (one for all); law "newton" (u_n+ = -e u_n-) or "poisson" (see the module docstring)."""
+    (one for all); law "newton" (u_n+ = -e u_n-), "poisson" (see the module docstring) or "auto" (the
+    default: Poisson's when a contact with friction takes part and e > 0, where Newton's can create
+    energy; Newton's otherwise, where both agree on bilateral rows and a single frictionless
+    contact, and Newton's is the one Pinocchio's impulseDynamics applies)."""
     q, v = check_state(tree, q, v_minus, None, "impulse_dynamics")
     try:
         e = float(restitution) if np.ndim(restitution) == 0 else np.nan
@@ -84,6 +88,8 @@ def impulse_dynamics(tree, data, q, v_minus, contacts, restitution=0.0, bilatera
     Ja, ua = J[rows], u[rows]
     L = _mass_factor(tree, data, q)
     MiJt = dpotrs(L, Ja.T, lower=1)[0] if Ja.shape[0] else np.zeros((tree.nv, 0))
+    if law == "auto":
+        law = "poisson" if e > 0.0 and any(contacts[k].mu for k in act) else "newton"
     eb = 0.0 if law == "poisson" else e                 # Poisson: the compression phase first
     b = ua.copy()
     b[:nb] *= 1.0 + eb                                  # bilateral: J v+ = -e J v-
