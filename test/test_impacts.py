@@ -192,6 +192,46 @@ def test_separating_contact_gets_no_impulse(model, rd):
     assert P[0][2] > 0 and np.array_equal(P[1], np.zeros(3))
 
 
+@pytest.mark.parametrize("kind", ["point", "6d"])
+def test_impact_on_a_constraint_between_two_moving_bodies(model, rd, kind):
+    """A loop closed between two moving links of the Panda (the tcp and a point of panda_link3 at the
+    same place, point or welded): no oracle in Pinocchio (its impulseDynamics reads joint 1's velocity
+    only), so the impact's conditions with Pinocchio's M and two frame Jacobians: M (v+ - v-) in the
+    range of J_rel^T, J_rel v+ = -e J_rel v- on every row, and Delta T <= 0 (zero at e = 1), where
+    J_rel = J_C1 - J_C2 (the point: J_lin - [r]x J_ang of its link; 6d: the angular rows too)."""
+    rng = np.random.default_rng(46)
+    pm, worst, worst_dT = model.pin_model, 0.0, -np.inf
+    for e in (0.0, 0.5, 1.0):
+        for _ in range(4):
+            q = model.random_configuration(rng)
+            v = rng.normal(size=model.nv)
+            d = pm.createData()
+            pin.framesForwardKinematics(pm, d, q)
+            o1 = d.oMf[model.frame_ids[TCP]]
+            o2 = d.oMf[model.frame_ids["panda_link3"]]
+            p2 = o2.rotation.T @ (o1.translation - o2.translation)     # C2: link3's point at the tcp
+            R2 = o2.rotation.T @ o1.rotation                            # and C2's axes = the tcp's
+            c = FrameConstraint(TCP, kind, frame2="panda_link3", placement2=(R2, p2))
+            vp, _, _ = impulse_dynamics(model.tree, rd, q, v, [], e, bilateral=[c])
+            M, J1 = pin_mj(model, q, TCP)
+            _, J2 = pin_mj(model, q, "panda_link3")
+            r = o1.translation - o2.translation
+            J2p = J2[:3] - pin.skew(r) @ J2[3:]                         # C2's point velocity rows
+            Jr = J1[:3] - J2p if kind == "point" else np.vstack([J1[:3] - J2p, J1[3:] - J2[3:]])
+            dv = vp - v
+            lam = np.linalg.lstsq(Jr.T, M @ dv, rcond=None)[0]
+            scale = max(1.0, float(np.max(np.abs(Jr @ v))))
+            worst = max(worst, scaled_err(Jr.T @ lam, M @ dv), float(np.max(np.abs(Jr @ vp + e * Jr @ v))) / scale)
+            dT = (kinetic(M, vp) - kinetic(M, v)) / kinetic(M, v)
+            worst_dT = max(worst_dT, dT)
+            assert dT <= 1e-9
+            if e == 1.0:
+                assert abs(dT) < 1e-9
+    print(f"impact on a {kind} loop tcp - panda_link3: worst condition error {worst:.1e}, largest relative "
+          f"Delta T {worst_dT:.1e}")
+    assert worst < TOL
+
+
 def test_four_bar_impact_with_the_loop_closed():
     """The four-bar's coupler midpoint hits a frictionless floor: on the 1-DoF mechanism v+ = -e v-
     exactly; the loop (5 revolute rows, 3 redundant) stays closed; the loop's impulse is the joint's."""
