@@ -191,6 +191,53 @@ def test_sliding_contact_exact_stays_on_the_surface_with_coulomb_friction(model,
     assert scaled_err(fr[:2], -mu * fr[2] * ut[:2] / np.linalg.norm(ut)) > 1e-2   # not Coulomb's sliding law
 
 
+def test_sliding_exact_on_random_states_and_the_relaxation_lift(model, rd, pinb):
+    """Random sliding states of the Panda's tcp on the table (a configuration away from singular ones,
+    a slip of up to ~0.5 m/s, pressed down 5-40 N and pushed sideways; mu 0.3 and 0.8), with
+    Pinocchio's M, h, J and Jdot v: the exact option keeps c''_n = 0 with f_n > 0 and Coulomb's sliding
+    friction f_t = -mu f_n u_t/|u_t| wherever it pushes (or refuses a state without a consistent
+    solution, Painleve's case, with a ValueError: counted), the equations of motion hold; the relaxed
+    QP lifts the sliding tcp off the table (c''_n > 0 while it pushes) on part of the same states: the
+    figures the README gives for the choice."""
+    rng = np.random.default_rng(5)
+    lifts, n, refused, pushing, worst_an, worst_cf = [], 0, 0, 0, 0.0, 0.0
+    for mu in (0.3, 0.8):
+        for _ in range(40):
+            q = model.random_configuration(rng, margin=0.1)
+            _, _, J, _ = pin_terms(model, q, np.zeros(7))
+            if np.linalg.svd(J[:3], compute_uv=False)[-1] < 0.05:
+                continue
+            Jp = np.linalg.pinv(J[:3])
+            v = Jp @ np.array([*rng.normal(size=2) * 0.3, 0.0]) + (np.eye(7) - Jp @ J[:3]) @ rng.normal(size=7) * 0.5
+            M, h, J, gamma = pin_terms(model, q, v)
+            tau = pinb.gravity(q) + J[:3].T @ np.array([*rng.normal(size=2) * 10, -rng.uniform(5, 40)]) \
+                + rng.normal(size=7)
+            n += 1
+            a, f, _ = contact_dynamics(model.tree, rd, q, v, tau, [Contact(TCP, mu=mu)])
+            if f[0][2] > 1e-6:
+                lifts.append((J[:3] @ a + gamma[:3])[2])
+            try:
+                a, f, _ = contact_dynamics(model.tree, rd, q, v, tau, [Contact(TCP, mu=mu)], sliding="exact")
+            except ValueError as e:
+                assert "sliding" in str(e) or "Painlev" in str(e), e
+                refused += 1
+                continue
+            f = f[0]
+            assert scaled_err(M @ a + h, tau + J[:3].T @ f) < TOL
+            if f[2] > 1e-6:
+                pushing += 1
+                ut = (J[:3] @ v)[:2]
+                worst_an = max(worst_an, abs((J[:3] @ a + gamma[:3])[2]))
+                worst_cf = max(worst_cf, float(np.max(np.abs(f[:2] + mu * f[2] * ut / np.linalg.norm(ut)))) / max(1.0, f[2]))
+    lifts = np.array(lifts)
+    print(f"\n{n} sliding states: exact pushing on {pushing}, refused {refused} (no consistent solution), "
+          f"|c''_n| <= {worst_an:.1e} m/s^2, Coulomb residual {worst_cf:.1e}; relaxed pushing on {lifts.size}, "
+          f"lifting (c''_n > 1e-6) on {int((lifts > 1e-6).sum())}, up to {lifts.max():.3g} m/s^2")
+    assert n >= 50 and pushing >= 0.8 * n and refused <= 0.1 * n
+    assert worst_an < 1e-8 and worst_cf < 1e-9
+    assert (lifts > 1e-6).sum() >= 0.2 * lifts.size        # the relaxation's lift is real, not rare
+
+
 def test_sliding_contact_exact_separates_and_sticks_as_before(model, rd, pinb):
     """Bug: the exact option changing what it should not.  Sliding but pulled up: no force, as the
     relaxed model; at rest (no slip): the same answer as the relaxed QP (exact there)."""
