@@ -612,7 +612,9 @@ def test_joint_impedance_takes_a_target_pose_through_the_ik(rig):
     reason (rejected.target_pose); the pose of the tcp at a nearby configuration is accepted and the
     command, with the state held at Q0, turns into K (q_d - Q0) + g(Q0) with q_d moving toward an IK
     solution of that pose (checked once settled: the reference's tcp pose, reference FK, is the
-    goal)."""
+    goal); a NaN pose refused, the reference kept.  ~/cartesian_trajectory on the same joint law:
+    a point out of reach and a trajectory naming another frame refused (rejected.cartesian_trajectory),
+    a one-point trajectory followed to an IK solution of its pose."""
     from geometry_msgs.msg import PoseStamped
     import pinocchio as pin
     from robot_dynamics.dynamics import make_backend
@@ -640,8 +642,45 @@ def test_joint_impedance_takes_a_target_pose_through_the_ik(rig):
     wait_for(lambda: int(rig.diagnostics(node)[0].get("accepted.target_pose", 0)) >= 1,
              what="accepted.target_pose", every=lambda: (rig.publish(ARM, Q0), time.sleep(0.02)))
 
-    def at_goal(c):                  # c = K (q_d - Q0) + g: q_d from the command, its tcp at the goal?
-        q_d = Q0 + (c - gravity(Q0)) / k
-        R, p = ref.frame_placement(q_d, "panda_hand_tcp")
-        return np.linalg.norm(p - pg) < 1e-6 and np.linalg.norm(pin.log3(Rg.T @ R)) < 1e-6
-    rig.settle(ARM, Q0, at_goal, "the reference at an IK solution of the pose")
+    def at(Rg, pg):                  # c = K (q_d - Q0) + g: q_d from the command, its tcp at the goal?
+        def ok(c):
+            q_d = Q0 + (c - gravity(Q0)) / k
+            R, p = ref.frame_placement(q_d, "panda_hand_tcp")
+            return np.linalg.norm(p - pg) < 1e-6 and np.linalg.norm(pin.log3(Rg.T @ R)) < 1e-6
+        return ok
+    rig.settle(ARM, Q0, at(Rg, pg), "the reference at an IK solution of the pose")
+    # a NaN pose: refused, the reference kept
+    bad = pose(Rg, pg)
+    bad.pose.position.y = float("nan")
+    pose_pub.publish(bad)
+    wait_for(lambda: int(rig.diagnostics(node)[0].get("rejected.target_pose", 0)) >= 2,
+             what="rejected.target_pose (NaN)", every=lambda: (rig.publish(ARM, Q0), time.sleep(0.02)))
+    rig.settle(ARM, Q0, at(Rg, pg), "the reference kept after the NaN pose")
+    # ~/cartesian_trajectory on the joint law: a point 2 m away refused, one naming another frame
+    # refused, a one-point trajectory (1 s) to the pose at Q0 - 0.1 followed to its IK solution
+    from geometry_msgs.msg import Transform
+    from trajectory_msgs.msg import MultiDOFJointTrajectory, MultiDOFJointTrajectoryPoint
+    traj_pub = rig.h.create_publisher(MultiDOFJointTrajectory, f"/{node.get_name()}/cartesian_trajectory", 10)
+    wait_for(lambda: traj_pub.get_subscription_count() > 0, what="cartesian_trajectory subscriber")
+
+    def traj(R, p, frame="panda_hand_tcp"):
+        m = MultiDOFJointTrajectory()
+        m.joint_names = [frame]
+        pt = MultiDOFJointTrajectoryPoint()
+        tf = Transform()
+        tf.translation.x, tf.translation.y, tf.translation.z = (float(x) for x in p)
+        tf.rotation.x, tf.rotation.y, tf.rotation.z, tf.rotation.w = (float(x) for x in pin.Quaternion(R).coeffs())
+        pt.transforms = [tf]
+        pt.time_from_start.sec = 1
+        m.points = [pt]
+        return m
+    R3, p3 = ref.frame_placement(Q0 - 0.1, "panda_hand_tcp")
+    for i, m in enumerate((traj(R3, p3 + [2.0, 0.0, 0.0]), traj(R3, p3, frame="panda_link3"))):
+        traj_pub.publish(m)
+        wait_for(lambda: int(rig.diagnostics(node)[0].get("rejected.cartesian_trajectory", 0)) >= i + 1,
+                 what=f"rejected.cartesian_trajectory ({i + 1})", every=lambda: (rig.publish(ARM, Q0), time.sleep(0.02)))
+    rig.settle(ARM, Q0, at(Rg, pg), "the reference kept after the refused trajectories")
+    traj_pub.publish(traj(R3, p3))
+    wait_for(lambda: int(rig.diagnostics(node)[0].get("accepted.cartesian_trajectory", 0)) >= 1,
+             what="accepted.cartesian_trajectory", every=lambda: (rig.publish(ARM, Q0), time.sleep(0.02)))
+    rig.settle(ARM, Q0, at(R3, p3), "the reference at an IK solution of the trajectory's point")
