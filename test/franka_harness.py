@@ -135,6 +135,7 @@ class BridgeProbe(Probe):
         self.pub_target = self.create_publisher(JointState, f"{ns}/target_joint_state", 10)
         self.bridge_name = bridge_name
         self.diag = {}
+        self.diag_level, self.diag_message = None, ""     # the bridge's status: level 0 OK, 1 WARN, 2 ERROR
         self.n_diag = 0
         self.urdf = None
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 10)
@@ -146,6 +147,7 @@ class BridgeProbe(Probe):
             if s.name.startswith(self.bridge_name + ":"):
                 with self.lock:
                     self.diag = {kv.key: kv.value for kv in s.values}
+                    self.diag_level, self.diag_message = ord(s.level), s.message
                     self.n_diag += 1
 
     def _on_desc(self, msg):

@@ -90,6 +90,42 @@ def test_cartesian_impedance_hold_in_process(ros, tmp_path):
         assert worst < CART_TOL, f"TCP drifted {worst * 1e3:.2f} mm"
 
 
+def test_safety_envelope_stop_in_process(ros, tmp_path):
+    """The envelope on the Franka path (the loop in the robot's callback): a plane set live 5 cm above
+    the tcp (no repulsion: safety.stiffness 0, so the tcp stays outside) stops the arm after
+    safety.stop_time, and the bridge's own /diagnostics status goes ERROR saying so (it stayed OK
+    with only loop_level changed); ~/resume is refused while the tcp is outside, accepted once the
+    plane is moved below it, and the status is OK again; the arm held meanwhile."""
+    from std_srvs.srv import Trigger
+    with rig(tmp_path, "gravity_compensation", mode="in_process",
+             **{"safety.frames": ["fr3_tcp"], "safety.frame_radii": [0.0], "safety.stiffness": 0.0,
+                "safety.stop_time": 0.2}) as (procs, probe, sim):
+        model, dyn = fr3_model(probe.urdf)
+        idx = [model.joint_names.index(j) for j in probe.joints]
+        q0, _ = probe.snapshot()
+        qm = np.empty(7)
+        qm[idx] = q0
+        z = float(dyn.frame_placement(qm, "fr3_tcp")[1][2])
+        assert probe.wait_for(lambda: probe.diag_level == 0, 10.0), (probe.diag_level, probe.diag_message)
+        r = probe.set_bridge_param("safety.planes", [0.0, 0.0, 1.0, z + 0.05])     # z >= z_tcp + 5 cm
+        assert r.successful, r.reason
+        ok = probe.wait_for(lambda: probe.diag_level == 2 and "safety envelope stop" in probe.diag_message, 20.0,
+                            check=procs.check_alive)
+        assert ok, (probe.diag_level, probe.diag_message)
+        assert probe.diag["loop.envelope.state"] in ("stopping", "stopped"), probe.diag
+        res = probe._call(Trigger, "resume", Trigger.Request(), 10.0, "~/resume")
+        assert res is not None and not res.success and "outside" in res.message, res
+        r = probe.set_bridge_param("safety.planes", [0.0, 0.0, 1.0, z - 0.5])
+        assert r.successful, r.reason
+        res = probe._call(Trigger, "resume", Trigger.Request(), 10.0, "~/resume")
+        assert res is not None and res.success, res
+        assert probe.wait_for(lambda: probe.diag_level == 0 and probe.diag.get("loop.envelope.state") in ("ok", "acting"),
+                              20.0), (probe.diag_level, probe.diag_message)
+        q1, _ = probe.snapshot()
+        assert np.max(np.abs(q1 - q0)) < 0.02, q1 - q0                   # held through the stop
+        print(f"\nenvelope stop in process: status {probe.diag_message!r} after the resume")
+
+
 def _min_jerk(probe, procs, q_from, step):
     """A 2 s minimum-jerk trajectory q_from -> q_from + step on the bridge's ~/joint_trajectory, followed
     for TRAJ_T + 1.5 s of robot time.  Returns the joint positions received meanwhile and the RMS over

@@ -72,6 +72,7 @@ from .cdr import Float64ArrayCdr, JointStateWriter
 from .common import command_values, map_joint_values, pose_to_rp, ros_param_spec, trajectory_arrays
 from .control_path import ControlPath, TakeSubscription
 from .controller_outputs import StateOutput
+from .controller_services import DIAG_LEVELS
 from .runner import run
 
 MODES = ("topic", "in_process")
@@ -745,10 +746,16 @@ class FrankaBridge(Node):
         if self.check is not None:
             d.update({"cross_check_gravity": self.check.gravity, "cross_check_mass": self.check.mass,
                       "cross_check_coriolis": self.check.coriolis, "cross_check_ok": self.check.ok})
+        message = f"{st}: {reason}"
         if self.loop is not None:
             d.update(self._loop_diagnostics())
+            # in_process: the loop's state is the arm's too (a safety-envelope stop, a tripped loop
+            # watchdog, rejected states): the status takes the worse level, and says why
+            loop_level = DIAG_LEVELS[d["loop_level"]]
+            if ord(loop_level) > ord(level):
+                level, message = loop_level, f"{message}; loop: {d['loop']}"
         d.update(realtime.diagnostics_values(self.rt_report))
-        return level, f"{st}: {reason}", d
+        return level, message, d
 
     def _loop_diagnostics(self):
         level, message, kv = self.loop.diagnostics()
