@@ -76,7 +76,8 @@ class NodeProcesses:
         if params:
             cmd += ["--params-file", params_file(name or module.rsplit(".", 1)[-1], params, self.log_dir)]
         tag = name or module.rsplit(".", 1)[-1]
-        log_path = self.log_dir / f"{tag}.log"
+        k = sum(1 for q in self.procs if q.tag == tag)
+        log_path = self.log_dir / (f"{tag}.log" if k == 0 else f"{tag}.{k + 1}.log")   # a restart: its own log
         log = open(log_path, "w")
         p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env,
                              cwd=str(PACKAGE_ROOT), start_new_session=True)
