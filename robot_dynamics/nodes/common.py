@@ -39,6 +39,22 @@ def make_executor(name, num_threads=None):
     raise ValueError(f"executor: expected one of {EXECUTORS}, got {name!r}")
 
 
+def trigger_handler(lock, action, on_error=None):
+    """A std_srvs/Trigger handler: `action()` -> (success, message) runs under `lock`; an exception is
+    answered (success false, its type and text), handed to `on_error`, never raised into the executor."""
+    def handler(request, response):
+        try:
+            with lock:
+                ok, msg = action()
+        except Exception as e:                         # noqa: BLE001
+            if on_error is not None:
+                on_error(e)
+            ok, msg = False, f"{type(e).__name__}: {e}"
+        response.success, response.message = bool(ok), str(msg)
+        return response
+    return handler
+
+
 def make_qos(reliability="reliable", depth=10):
     """KEEP_LAST(depth) with the given reliability ('reliable' or 'best_effort'), volatile."""
     if reliability not in RELIABILITIES:

@@ -10,7 +10,7 @@ from rcl_interfaces.msg import SetParametersResult
 
 from .. import realtime
 from ..control.params import SIX_KEYS
-from .common import REJECT_REASONS, check_value
+from .common import REJECT_REASONS, check_value, trigger_handler
 from .controller_params import LOOP_PARAM_NAMES
 
 DIAG_LEVELS = {0: DiagnosticStatus.OK, 1: DiagnosticStatus.WARN, 2: DiagnosticStatus.ERROR}
@@ -24,15 +24,9 @@ class ControllerServices:
         """A std_srvs/Trigger handler: `action(c)` (c: the configured state or None) runs under the
         node's lock and returns (success, message); an exception is answered and counted as
         errors.<name>, never raised into the executor."""
-        def handler(req, resp):
-            try:
-                with self._lock:
-                    resp.success, resp.message = action(self.c)
-            except Exception as e:                     # noqa: BLE001
-                self.counts[f"errors.{name}"] += 1
-                resp.success, resp.message = False, f"{type(e).__name__}: {e}"
-            return resp
-        return handler
+        def counted(e):
+            self.counts[f"errors.{name}"] += 1
+        return trigger_handler(self._lock, lambda: action(self.c), counted)
 
     def _trigger_services(self):
         """(service name, Trigger handler) of ~/hold, ~/tare, ~/resume, the payload identification services and

@@ -69,7 +69,8 @@ from .. import realtime
 from ..dynamics import Model, PinocchioBackend
 from ..hardware import franka as fh
 from .cdr import Float64ArrayCdr, JointStateWriter
-from .common import command_values, map_joint_values, pose_to_rp, ros_param_spec, trajectory_arrays
+from .common import (command_values, map_joint_values, pose_to_rp, ros_param_spec, trajectory_arrays,
+                     trigger_handler)
 from .control_path import ControlPath, TakeSubscription
 from .controller_outputs import StateOutput
 from .controller_services import DIAG_LEVELS
@@ -412,7 +413,8 @@ class FrankaBridge(Node):
         self.create_subscription(JointState, "~/target_joint_state", self._on_target_joint_state, 10)
         self.create_subscription(PoseStamped, "~/target_pose", self._on_target_pose, 10)
         self.create_service(Trigger, "~/hold", self._srv_hold)
-        self.create_service(Trigger, "~/resume", self._srv_resume)
+        # ~/resume: leave a safety-envelope stop of the in-process loop (safety.* parameters)
+        self.create_service(Trigger, "~/resume", trigger_handler(self.loop_lock, lambda: self.loop.resume_envelope()))
         for srv, what in (("~/identify_dynamics", "identify"), ("~/identify_dynamics_status", "status"),
                           ("~/cancel_dynamics_identification", "cancel")):
             self.create_service(Trigger, srv, self._dynamics_service(what))
@@ -479,29 +481,15 @@ class FrankaBridge(Node):
         response.success, response.message = bool(ok), msg or "holding"
         return response
 
-    def _srv_resume(self, request, response):
-        """Leave a safety-envelope stop of the in-process loop (safety.* parameters)."""
-        with self.loop_lock:
-            ok, msg = self.loop.resume_envelope()
-        response.success, response.message = bool(ok), msg
-        return response
-
     def _dynamics_service(self, what):
         """~/identify_dynamics (started on the robot's clock; only while torque control runs),
         ~/identify_dynamics_status, ~/cancel_dynamics_identification of the in-process loop: the run
         advances in the robot's control callback, torques from the robot's tau_J."""
-        def handler(request, response):
-            try:
-                with self.loop_lock:
-                    if what == "identify" and (self.state_name != fh.RUNNING or self.t_robot is None):
-                        ok, msg = False, f"refused: torque control is not running (state {self.state_name})"
-                    else:
-                        ok, msg = self.loop.dynamics_request(what, self.t_robot)
-            except Exception as e:                     # noqa: BLE001 (answered, never raised into the executor)
-                ok, msg = False, f"{type(e).__name__}: {e}"
-            response.success, response.message = bool(ok), msg
-            return response
-        return handler
+        def action():
+            if what == "identify" and (self.state_name != fh.RUNNING or self.t_robot is None):
+                return False, f"refused: torque control is not running (state {self.state_name})"
+            return self.loop.dynamics_request(what, self.t_robot)
+        return trigger_handler(self.loop_lock, action)
 
     def _start_motion(self):
         self.gate.restart()
