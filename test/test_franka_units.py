@@ -197,3 +197,25 @@ def test_in_process_loop_log_takes_every_severity():
     stub = Stub()
     for level in ("info", "warn", "error", "info"):
         FrankaBridge._loop_log(stub, level, f"a {level} line")
+
+
+def test_trigger_handler_answers_an_exception_and_never_raises():
+    """The Trigger handler both nodes use: the action's answer under the lock; an exception in it
+    answered with its type and text (success false), handed to on_error, not raised."""
+    import threading
+    pytest.importorskip("rclpy")
+    from std_srvs.srv import Trigger
+    from robot_dynamics.nodes.common import trigger_handler
+    lock, seen = threading.Lock(), []
+
+    def held():
+        assert lock.locked()
+        return True, "done"
+    r = trigger_handler(lock, held)(Trigger.Request(), Trigger.Response())
+    assert r.success and r.message == "done"
+
+    def broken():
+        raise RuntimeError("no arm")
+    r = trigger_handler(lock, broken, seen.append)(Trigger.Request(), Trigger.Response())
+    assert not r.success and r.message == "RuntimeError: no arm" and isinstance(seen[0], RuntimeError)
+    assert not lock.locked()
