@@ -14,6 +14,16 @@ YAML (dynamics/loops.py), against independent oracles.
   the constraint acceleration unenforced; measured 3e-5 on the states drawn, 2e-4 on others); a
   0.5 s trajectory (RK4, dt = 1 ms both, ours with Baumgarte (2500, 100), MuJoCo solref 5 ms) within
   1e-5 rad (measured 3e-7).
+- MuJoCo 4's `<equality><weld site1 site2/>` (solimp 0.9999, torquescale 10): the four-bar with its
+  closing hinge kept in the tree and the hinge's other half, a bearing block, welded to the ground
+  (ours a "fixed" closure: 6 rows, rank 3 in the plane, min_norm); and the two Pandas holding the box
+  (a payload of the left hand, a body fixed in its tcp in MuJoCo, which loads the same URDF text:
+  the unconstrained M and h agree to 1e-15), welded to the right tcp (and, the same mechanism, the
+  box a free body welded to each hand: a within 1e-3, the wrench 5e-3).  MuJoCo's weld rows are ours
+  mapped by weld_map (1e-12), its drift ours (1e-6), a and the wrench within 5e-4 relative (the arms'
+  wrench 2e-3: the translational regulariser against the loop's smallest Delassus eigenvalue), and
+  MuJoCo's answer is our KKT system regularised by its own efc_R to 1e-10 (the whole gap is its
+  softness); trajectories (0.5 s, 0.2 s; RK4 at 1 ms both) within 1e-5 rad (measured 6e-7, 7e-8).
 - Finite differences: the rows J of point / 6d / revolute constraints are d e / dt, their drift
   Jdot v = d/dt (J v) along q + t v, to 1e-6 relative (central differences, h = 1e-6).
 - Closed form: the four-bar's loop-closing angles (two circles' intersection), to 1e-10 rad; the crank
@@ -32,10 +42,11 @@ import pytest
 
 from robot_dynamics.dynamics import Model, robots
 from robot_dynamics.dynamics import reference as ref
-from robot_dynamics.dynamics.loops import ClosedChain, rk4
+from robot_dynamics.dynamics.loops import ClosedChain, LoopClosure, rk4
 from robot_dynamics.dynamics.reference import spatial
 from robot_dynamics.dynamics.reference.constrained import (FrameConstraint, constrained_dynamics,
                                                            constraint_error, constraint_jacobian, contact_dynamics)
+from robot_dynamics.dynamics.urdf import lock_joints
 
 TOL = 1e-9
 TCP = "panda_hand_tcp"
@@ -48,6 +59,10 @@ TCP = "panda_hand_tcp"
 LINKS = {"crank": (0.10, 0.40), "coupler": (0.35, 0.80), "rocker": (0.30, 0.70)}    # length m, mass kg
 GROUND = 0.40
 WIDTH = 0.02
+# the weld closure's bearing block at D: mass kg, centre of mass in its frame (m), principal inertia kg m^2
+PIN = (1.0, (0.05, 0.0, 0.04), (4e-3, 6e-3, 4e-3))
+SOLIMP = "0.9999 0.9999 0.001 0.5 2"      # MuJoCo's stiffest impedance (d = 0.9999, its ceiling)
+TORQUESCALE = 10.0                        # MuJoCo weld rotational rows x 10 (see weld_map)
 
 
 def bar_inertia(L, m):
@@ -55,7 +70,9 @@ def bar_inertia(L, m):
     return m * 2 * WIDTH ** 2 / 12, m * (L ** 2 + WIDTH ** 2) / 12, m * (L ** 2 + WIDTH ** 2) / 12
 
 
-def four_bar_urdf():
+def four_bar_urdf(pin=False):
+    """The open chain ground-crank-coupler-rocker; pin=True adds the closing hinge's other half: a
+    bearing block `pin` (PIN) hinged to the rocker's tip about y (`pin_joint`), for the weld closure."""
     out, parent, off = ['<robot name="four_bar">', '<link name="ground"/>'], "ground", 0.0
     for name, (L, m) in LINKS.items():
         ixx, iyy, izz = bar_inertia(L, m)
@@ -65,6 +82,13 @@ def four_bar_urdf():
                    f'<origin xyz="{off} 0 0"/><axis xyz="0 1 0"/>'
                    '<limit lower="-100" upper="100" effort="100" velocity="100"/></joint>')
         parent, off = name, L
+    if pin:
+        m, (cx, cy, cz), (ixx, iyy, izz) = PIN
+        out.append(f'<link name="pin"><inertial><origin xyz="{cx} {cy} {cz}"/><mass value="{m}"/>'
+                   f'<inertia ixx="{ixx}" iyy="{iyy}" izz="{izz}" ixy="0" ixz="0" iyz="0"/></inertial></link>')
+        out.append(f'<joint name="pin_joint" type="revolute"><parent link="rocker"/><child link="pin"/>'
+                   f'<origin xyz="{off} 0 0"/><axis xyz="0 1 0"/>'
+                   '<limit lower="-100" upper="100" effort="100" velocity="100"/></joint>')
     return "\n".join(out + ["</robot>"])
 
 
@@ -83,8 +107,10 @@ actuated: {actuated}
 """
 
 
-def four_bar_mjcf(solref="0.005 1", solimp="0.9999 0.9999 0.001 0.5 2", timestep=0.001):
-    """The same bodies in MJCF, the loop closed by a connect equality between two sites."""
+def four_bar_mjcf(solref="0.005 1", solimp=SOLIMP, timestep=0.001, closure="connect"):
+    """The same bodies in MJCF, the loop closed by a connect equality between two sites (closure=
+    "connect"), or (closure="weld") the pin of four_bar_urdf(pin=True) hinged to the rocker's tip and
+    welded to the ground at D (site semantic, torquescale TORQUESCALE)."""
     body, close, off = "", "", 0.0
     for name, (L, m) in LINKS.items():
         ixx, iyy, izz = bar_inertia(L, m)
@@ -92,11 +118,33 @@ def four_bar_mjcf(solref="0.005 1", solimp="0.9999 0.9999 0.001 0.5 2", timestep
                  f'<inertial pos="{L / 2} 0 0" mass="{m}" diaginertia="{ixx} {iyy} {izz}"/>')
         close += "</body>"
         off = L
-    body += f'<site name="rocker_tip" pos="{LINKS["rocker"][0]} 0 0"/>'
-    return (f'<mujoco model="four_bar"><option timestep="{timestep}" integrator="RK4" gravity="0 0 -9.81"/>'
-            f'<worldbody><site name="ground_D" pos="{GROUND} 0 0"/>{body}{close}</worldbody>'
-            f'<equality><connect site1="rocker_tip" site2="ground_D" solref="{solref}" solimp="{solimp}"/>'
-            '</equality></mujoco>')
+    if closure == "connect":
+        body += f'<site name="rocker_tip" pos="{LINKS["rocker"][0]} 0 0"/>'
+        eq = f'<connect site1="rocker_tip" site2="ground_D" solref="{solref}" solimp="{solimp}"/>'
+    else:
+        m, (cx, cy, cz), (ixx, iyy, izz) = PIN
+        body += (f'<body name="pin" pos="{off} 0 0"><joint name="pin_joint" type="hinge" axis="0 1 0"/>'
+                 f'<inertial pos="{cx} {cy} {cz}" mass="{m}" diaginertia="{ixx} {iyy} {izz}"/>'
+                 '<site name="pin_site"/></body>')
+        eq = (f'<weld site1="pin_site" site2="ground_D" solref="{solref}" solimp="{solimp}" '
+              f'torquescale="{TORQUESCALE}"/>')
+    tol = ' tolerance="0"' if closure == "weld" else ""        # weld: the solver run to convergence
+    return (f'<mujoco model="four_bar"><option timestep="{timestep}" integrator="RK4" gravity="0 0 -9.81" '
+            f'jacobian="dense"{tol}/><worldbody><site name="ground_D" pos="{GROUND} 0 0"/>{body}{close}</worldbody>'
+            f'<equality>{eq}</equality></mujoco>')
+
+
+def four_bar_weld_loops():
+    """The pin welded to the ground at D (type fixed: 6 rows, rank 3 in the plane), both motors on."""
+    return f"""
+loop_closures:
+  - name: pin_to_ground
+    frame1: pin
+    frame2: ground
+    placement2: {{xyz: [{GROUND}, 0, 0]}}
+    type: fixed
+actuated: [crank_joint, pin_joint]
+"""
 
 
 def closing_angles(theta1):
@@ -246,41 +294,59 @@ def test_redundant_relative_6d_least_norm_matches_pinocchio(model, rd):
     assert worst_a < TOL and worst_jf < TOL and worst_f < 1e-6
 
 
-def two_arm_model():
-    """Two Pandas (fingers locked) on one table 0.8 m apart, facing each other along y."""
+ARMS = [f"{s}_panda_joint{k}" for s in ("l", "r") for k in range(1, 8)]
+
+
+def two_arm_urdf():
+    """Two Pandas on one table 0.8 m apart, facing each other along y (all joints, fingers too)."""
     text = robots.robot_urdf_path("panda").read_text()
     body = text[text.index(">", text.index("<robot")) + 1:text.rindex("</robot>")]
     arms = []
     for side in ("l", "r"):
         arms.append(re.sub(r'(name|link|joint)="panda_', rf'\1="{side}_panda_', body))
-    urdf = ('<robot name="two_pandas"><link name="table"/>'
+    return ('<robot name="two_pandas"><link name="table"/>'
             '<joint name="l_mount" type="fixed"><parent link="table"/><child link="l_panda_link0"/>'
             '<origin xyz="0 0.4 0" rpy="0 0 -1.5707963"/></joint>'
             '<joint name="r_mount" type="fixed"><parent link="table"/><child link="r_panda_link0"/>'
             '<origin xyz="0 -0.4 0" rpy="0 0 1.5707963"/></joint>' + "".join(arms) + "</robot>")
-    active = [f"{s}_panda_joint{k}" for s in ("l", "r") for k in range(1, 8)]
-    return Model.from_urdf_string(urdf, active_joints=active)
 
 
-def test_two_arms_holding_one_object_match_pinocchio():
-    """A 1.5 kg box in the left hand (a payload 0.15 m ahead of the tcp), the right hand's tcp welded to
-    it (6d, relative, the two arms share no joint): at the grasp configuration, with velocities on
-    the manifold and random torques, a and the internal wrench vs Pinocchio's 6D two-joint constraint."""
+def two_arm_model():
+    """Two Pandas (fingers locked) on one table 0.8 m apart, facing each other along y."""
+    return Model.from_urdf_string(two_arm_urdf(), active_joints=ARMS)
+
+
+Q_GRASP = np.tile([0.0, 0.3, 0.0, -1.8, 0.0, 2.1, 0.785], 2)
+
+
+def two_arm_grasp(inertia=None):
+    """A 1.5 kg box in the left hand (a payload 0.15 m ahead of the tcp, `inertia` about its centre in
+    the tcp's axes), the right tcp welded to the box's frame as it is at Q_GRASP (the right tcp faces
+    the left one 0.3 m ahead of it, its z axis reversed): (model, pl1, pl2, the 6d constraint)."""
     model = two_arm_model()
     tree = model.tree
     rd = ref.RefData(tree)
-    model.attach_payload("l_panda_hand_tcp", 1.5, com=[0.0, 0.0, 0.15])
-    rng = np.random.default_rng(14)
-    q0 = np.tile([0.0, 0.3, 0.0, -1.8, 0.0, 2.1, 0.785], 2)
-    ref.forward_kinematics(tree, rd, q0)
-    # the grasp: the right tcp faces the left one 0.3 m ahead of it (its z axis reversed)
+    model.attach_payload("l_panda_hand_tcp", 1.5, com=[0.0, 0.0, 0.15], inertia=inertia)
+    ref.forward_kinematics(tree, rd, Q_GRASP)
     R1, p1 = ref.frame_placement(tree, rd, "l_panda_hand_tcp")
     Rr, pr = ref.frame_placement(tree, rd, "r_panda_hand_tcp")
     pl1 = (np.eye(3), np.array([0.0, 0.0, 0.15]))
     Rc, pc = R1, p1 + R1 @ pl1[1]                                     # the box's centre, world
     pl2 = (Rr.T @ Rc, Rr.T @ (pc - pr))                               # the same frame seen from the right tcp
     c = FrameConstraint("l_panda_hand_tcp", "6d", frame2="r_panda_hand_tcp", placement1=pl1, placement2=pl2)
-    assert np.max(np.abs(constraint_error(tree, rd, q0, [c]))) < 1e-12
+    assert np.max(np.abs(constraint_error(tree, rd, Q_GRASP, [c]))) < 1e-12
+    return model, pl1, pl2, c
+
+
+def test_two_arms_holding_one_object_match_pinocchio():
+    """A 1.5 kg box in the left hand (a payload 0.15 m ahead of the tcp), the right hand's tcp welded to
+    it (6d, relative, the two arms share no joint): at the grasp configuration, with velocities on
+    the manifold and random torques, a and the internal wrench vs Pinocchio's 6D two-joint constraint."""
+    model, pl1, pl2, c = two_arm_grasp()
+    tree = model.tree
+    rd = ref.RefData(tree)
+    rng = np.random.default_rng(14)
+    q0 = Q_GRASP
     worst = 0.0
     for _ in range(3):
         v = on_manifold_velocity(tree, rd, q0, rng.normal(size=14) * 0.5, [c])
@@ -401,6 +467,258 @@ def test_four_bar_matches_mujoco_connect(four_bar):
         worst_q = max(worst_q, np.max(np.abs(q - d.qpos)))
     print(f"four-bar 0.5 s trajectory vs MuJoCo: max |q - q_mj| {worst_q:.1e} rad, |v| up to "
           f"{np.max(np.abs(v)):.1f} rad/s")
+    assert worst_q < 1e-5
+
+
+# ---------------------------------------------------------------------------------------------------
+# MuJoCo: weld equality (the four-bar's bearing block welded to the ground; two arms holding one box)
+# ---------------------------------------------------------------------------------------------------
+def weld_map(m, d, site1, site2, torquescale=TORQUESCALE):
+    """T with MuJoCo's weld rows = T (our 6d rows), at a closed weld (site semantic, the two sites
+    coincident, R their common orientation): MuJoCo's translational rows are the sites' velocity
+    difference, ours too when p1 = p2; its rotational rows are torquescale times the rate of the
+    vector part of q2^-1 q1 (the sites' world quaternions), s (ts / 2) R^T (w1 - w2), s the sign of
+    q2^-1 q1's scalar part (q and -q are one orientation: a weld closed at q1 = -q2 has its rotational
+    rows, and forces, negated).  So its efc_force f is our wrench lambda = T^T f ([f_lin;
+    s (ts / 2) R f_rot]: on site1's body, by site2's, at the sites, world axes)."""
+    q1, q2, q2inv, rel = (np.zeros(4) for _ in range(4))
+    mujoco.mju_mulQuat(q1, d.xquat[m.site_bodyid[site1]], m.site_quat[site1])
+    mujoco.mju_mulQuat(q2, d.xquat[m.site_bodyid[site2]], m.site_quat[site2])
+    mujoco.mju_negQuat(q2inv, q2)
+    mujoco.mju_mulQuat(rel, q2inv, q1)
+    T = np.eye(6)
+    T[3:, 3:] = 0.5 * torquescale * np.sign(rel[0]) * d.site_xmat[site1].reshape(3, 3).T
+    return T
+
+
+def rel_err(x, ref_):
+    return float(np.max(np.abs(np.asarray(x) - ref_))) / float(np.max(np.abs(ref_)))
+
+
+def against_mujoco_weld(m, d, chain, q, v, tau, a, lam, site1, site2):
+    """One mj_forward at (q, v, tau) (MuJoCo's coordinates are ours) against our (a, lam) for a chain
+    closed by one weld on MuJoCo's side and one 6d closure on ours.  Errors:
+      rows:  max |efc_J - T J| (our rows against MuJoCo's, T = weld_map);
+      drift: |efc_aref + T Jdot v| / max(1, |T Jdot v|): on the manifold MuJoCo's reference
+             acceleration is -Jdot v (its stabilisation terms act on efc_pos, efc_vel, both ~0);
+      a, f:  raw, relative to max |ours| (f: T^T efc_force against lambda);
+      soft a, soft f: MuJoCo's answer against our KKT system made soft as MuJoCo makes it: with its
+             regulariser R = efc_R ((1 - d)/d of its diagonal estimate, d = solimp's 0.9999) and its
+             right-hand side efc_aref, its solver's optimum for equality rows alone is
+             (Jm M^-1 Jm^T + R) f = aref - Jm a_free, a = a_free + M^-1 Jm^T f, Jm = T J, from our
+             M, h, J.  R = 0 gives our hard solution: so the raw gap is MuJoCo's softness, to this.
+             (The models set MuJoCo's solver tolerance to 0, its Newton iterations run to convergence:
+             at its default 1e-8 it stops after one, 3e-8 short of its own optimum here.)"""
+    d.qpos[:], d.qvel[:], d.qfrc_applied[:] = q, v, tau
+    mujoco.mj_forward(m, d)
+    assert d.nefc == 6 and np.all(np.isfinite(d.qacc)) and np.max(np.abs(d.efc_pos)) < 1e-9
+    tree, rd = chain.tree, chain.data
+    J, gamma, _ = constraint_jacobian(tree, rd, q, v, chain.constraints)
+    T = weld_map(m, d, site1, site2)
+    Jm = T @ J
+    M, h = ref.crba(tree, rd, q), ref.nonlinear_effects(tree, rd, q, v)
+    a_free = np.linalg.solve(M, tau - h)
+    MiJt = np.linalg.solve(M, Jm.T)
+    f_soft = np.linalg.solve(Jm @ MiJt + np.diag(d.efc_R), d.efc_aref - Jm @ a_free)
+    return {"rows": float(np.max(np.abs(d.efc_J.reshape(6, m.nv) - Jm))),
+            "drift": float(np.max(np.abs(d.efc_aref + T @ gamma))) / max(1.0, float(np.max(np.abs(T @ gamma)))),
+            "a": rel_err(d.qacc, a), "f": rel_err(T.T @ d.efc_force, lam),
+            "soft a": rel_err(d.qacc, a_free + MiJt @ f_soft), "soft f": rel_err(d.efc_force, f_soft)}
+
+
+def trajectory_against_mujoco(m, d, chain, q, u, steps, dt=1e-3, baumgarte=(2500.0, 100.0)):
+    """From rest at q under constant actuated torques u: RK4 at dt in both, ours with Baumgarte
+    terms, MuJoCo with its own (solref 5 ms): (max |q - q_mj| over the run, max |v|)."""
+    mujoco.mj_resetData(m, d)
+    d.qpos[:], d.qfrc_applied[:] = q, chain.torque(u)
+    v = np.zeros(chain.tree.nv)
+    f = lambda q, v: chain.forward_dynamics(q, v, u, baumgarte)[0]   # noqa: E731
+    worst_q = vmax = 0.0
+    for _ in range(steps):
+        q, v = rk4(f, q, v, dt)
+        mujoco.mj_step(m, d)
+        worst_q = max(worst_q, float(np.max(np.abs(q - d.qpos))))
+        vmax = max(vmax, float(np.max(np.abs(v))))
+    return worst_q, vmax
+
+
+def four_bar_weld_chain():
+    return ClosedChain.from_yaml(Model.from_urdf_string(four_bar_urdf(pin=True)), four_bar_weld_loops())
+
+
+def test_four_bar_closed_by_a_weld_matches_mujoco(four_bar):
+    """MuJoCo's weld on the four-bar.  A weld welds; the four-bar's closing joint at D is a hinge, so
+    the hinge is kept as a joint of the tree and the weld put where the mechanism really is rigid:
+    the URDF (and the MJCF) carry the hinge's other half, a 1 kg bearing block `pin` (centre of mass
+    off the axis) on a hinge at the rocker's tip (pin_joint, motorised: the motor at D), and the loop
+    is closed by welding the pin to the ground at D: ours a "fixed" closure (6d, 6 rows; in the plane
+    rank 3: the out-of-plane rows are zero and take nothing, min_norm), MuJoCo's `<weld site1 site2>`.
+    Nothing is over-constrained: the open tree has 4 joints, the weld removes 3 in-plane freedoms,
+    the mechanism keeps its 1.  And it is the same four-bar: with the pin held still, a[:3] equal the
+    revolute-closed four-bar's under the same motor torque (the pin's -u_pin on each of the 3 joints:
+    its power), and the weld's force is the hinge's plus the pin's weight (1e-9).
+    Against MuJoCo (mj_forward, states on the manifold, random torques on both motors): MuJoCo's rows
+    are T J (1e-12; weld_map), its drift -T Jdot v (1e-6), joint accelerations and the weld's wrench
+    T^T efc_force within 5e-4 relative (solimp 0.9999: a regulariser of 1e-4 of MuJoCo's diagonal
+    estimate; torquescale 10 makes the rotational rows' Delassus block 100 times larger against the
+    same regulariser, as for the arms); and exactly our KKT regularised by MuJoCo's
+    R (1e-10: all of the gap is MuJoCo's softness).  Then 0.5 s from rest, RK4 at 1 ms both (1e-5 rad)."""
+    chain = four_bar_weld_chain()
+    assert chain.closures[0].kind == "6d" and chain.actuated == ["crank_joint", "pin_joint"]
+    rev = ClosedChain.from_yaml(four_bar.model, four_bar_loops(actuated="[crank_joint, coupler_joint, rocker_joint]"))
+    m = mujoco.MjModel.from_xml_string(four_bar_mjcf(closure="weld"))
+    d = mujoco.MjData(m)
+    sites = m.site("pin_site").id, m.site("ground_D").id
+    weight = np.array([0.0, 0.0, PIN[0] * 9.81])
+    rng = np.random.default_rng(24)
+    worst, exact = {}, 0.0
+    for theta1 in np.linspace(-3.0, 3.0, 5):
+        q_cf = closing_angles(theta1)
+        q = chain.solve_configuration(np.r_[q_cf, -q_cf.sum()] + [0.0, *(0.05 * rng.normal(size=3))],
+                                      fixed=["crank_joint"])
+        v = chain.project_velocity(q, rng.normal(size=4) * 2.0)
+        u = rng.normal(size=2)
+        a, w = chain.forward_dynamics(q, v, u)
+        lam = w["pin_to_ground"]
+        a_rev, w_rev = rev.forward_dynamics(q[:3], v[:3], [u[0] - u[1], -u[1], -u[1]])
+        exact = max(exact, abs(q[3] + q[:3].sum()), scaled_err(a_rev, a[:3]),
+                    scaled_err(w_rev["rocker_to_ground"][:3] + weight, lam[:3]))
+        for k, x in against_mujoco_weld(m, d, chain, q, v, chain.torque(u), a, lam, *sites).items():
+            worst[k] = max(worst.get(k, 0.0), x)
+    print(f"four-bar weld vs MuJoCo weld: a {worst['a']:.1e}, wrench {worst['f']:.1e} (relative); MuJoCo vs "
+          f"our KKT with its regulariser: a {worst['soft a']:.1e}, force {worst['soft f']:.1e}; rows "
+          f"{worst['rows']:.1e}, drift {worst['drift']:.1e}; vs the revolute closure {exact:.1e}")
+    assert exact < TOL and worst["rows"] < 1e-12 and worst["drift"] < 1e-6
+    assert worst["a"] < 5e-4 and worst["f"] < 5e-4
+    assert worst["soft a"] < 1e-10 and worst["soft f"] < 1e-10
+    q_cf = closing_angles(-1.0)
+    q = chain.solve_configuration(np.r_[q_cf, -q_cf.sum()], fixed=["crank_joint"])
+    worst_q, vmax = trajectory_against_mujoco(m, d, chain, q, [0.0, 0.0], 500)
+    print(f"four-bar weld 0.5 s trajectory vs MuJoCo: max |q - q_mj| {worst_q:.1e} rad, |v| up to {vmax:.1f} rad/s")
+    assert worst_q < 1e-5
+
+
+BOX_INERTIA = np.diag([0.0125, 0.0125, 0.0025])       # 1.5 kg, 0.1 x 0.1 x 0.3 m (its long side along z)
+
+
+def mat_quat(R):
+    out = np.zeros(4)
+    mujoco.mju_mat2Quat(out, np.ascontiguousarray(R, dtype=float).ravel())
+    return out
+
+
+def two_arm_mujoco(pl1, pl2, free_box=False, solref=(0.005, 1.0)):
+    """The two Pandas in MuJoCo from the same URDF text as two_arm_model: the fingers locked by the
+    same lock_joints (Model.from_urdf_string's active_joints), the meshes and the URDF's joint damping
+    (<dynamics>, which the Model does not read) dropped, MuJoCo's joint limits off (the Model's
+    dynamics has none), static links kept as bodies (fusestatic off: the tcps exist).  The box: a body
+    fixed in the left tcp at pl1 (the payload), or (free_box) a free body welded to a site on the left
+    tcp at pl1; a weld joins it to a site on the right tcp at pl2.  RK4 at 1 ms, dense Jacobians."""
+    urdf = lock_joints(two_arm_urdf(), ARMS)
+    urdf = re.sub(r"<(visual|collision)\b.*?</\1>", "", urdf, flags=re.S)
+    urdf = re.sub(r"<dynamics[^>]*/>", "", urdf)
+    urdf = urdf.replace("</robot>", '<mujoco><compiler fusestatic="false" discardvisual="true" '
+                        'balanceinertia="false"/></mujoco></robot>')
+    spec = mujoco.MjSpec.from_string(urdf)
+    spec.option.timestep = 1e-3
+    spec.option.integrator = mujoco.mjtIntegrator.mjINT_RK4
+    spec.option.jacobian = mujoco.mjtJacobian.mjJAC_DENSE
+    spec.option.tolerance = 0.0                     # the solver run to convergence (see against_mujoco_weld)
+    for j in spec.joints:
+        j.limited = mujoco.mjtLimited.mjLIMITED_FALSE
+    welds = [("box", "r_grip")]
+    if free_box:
+        box = spec.worldbody.add_body(name="box")
+        box.add_freejoint()
+        spec.body("l_panda_hand_tcp").add_site(name="l_grip", pos=pl1[1], quat=mat_quat(pl1[0]))
+        welds.insert(0, ("box", "l_grip"))
+    else:
+        box = spec.body("l_panda_hand_tcp").add_body(name="box", pos=pl1[1], quat=mat_quat(pl1[0]))
+    box.explicitinertial = True
+    box.mass, box.ipos, box.inertia = 1.5, [0.0, 0.0, 0.0], np.diag(BOX_INERTIA)
+    box.add_site(name="box")
+    spec.body("r_panda_hand_tcp").add_site(name="r_grip", pos=pl2[1], quat=mat_quat(pl2[0]))
+    for s1, s2 in welds:
+        eq = spec.add_equality(type=mujoco.mjtEq.mjEQ_WELD, objtype=mujoco.mjtObj.mjOBJ_SITE, name1=s1,
+                               name2=s2, solref=list(solref), solimp=[float(x) for x in SOLIMP.split()])
+        eq.data[10] = TORQUESCALE
+    m = spec.compile()
+    assert m.nv == 14 + 6 * free_box and np.all(m.eq_data[:, 10] == TORQUESCALE) and not np.any(m.dof_damping)
+    assert [m.joint(k).name for k in range(14)] == ARMS
+    return m, mujoco.MjData(m)
+
+
+def box_state(tree, rd, q, v, pl1):
+    """The box's free-joint coordinates when it moves with the left tcp: qpos (centre, quaternion),
+    qvel (the centre's velocity, world axes; the angular velocity in the box's axes), and the map P
+    (6 x 14) from the arms' v to that qvel."""
+    ref.forward_kinematics(tree, rd, q, v)
+    R, p = ref.frame_placement(tree, rd, "l_panda_hand_tcp")
+    J = ref.frame_jacobian(tree, rd, "l_panda_hand_tcp", "local_world_aligned")
+    Rb, r = R @ pl1[0], R @ pl1[1]
+    P = np.vstack([J[:3] - spatial.skew(r) @ J[3:], Rb.T @ J[3:]])
+    return np.r_[p + r, mat_quat(Rb)], P @ v, P
+
+
+def test_two_arms_holding_one_object_match_mujoco_weld():
+    """The box of the Pinocchio test (now with its rotational inertia) in the left hand, the right
+    tcp welded to it, against MuJoCo's weld.  Ours: the box a payload of the left tcp, one 6d closure
+    to the right tcp (14 coordinates).  MuJoCo, twice: (1) the box a body fixed in the left tcp, one
+    weld to the right tcp: the same 14 coordinates, so the models are compared directly (the
+    unconstrained M and h, box included, at every state: 1e-12), and MuJoCo's answer against our KKT
+    system with its regulariser (1e-10); (2) the box a free body welded to each hand (20
+    coordinates, 12 rows): the same mechanism (a rigid weld to the left hand removes the box's 6
+    freedoms: P^T M_mj P is our M, 1e-12, P the box's velocity from the arms'), checked on a and the
+    right weld's wrench.  States: the left arm 0.15 rad (normal) away from the grasp configuration,
+    the right arm solved onto the closure (Gauss-Newton, solve_configuration), random velocities
+    projected onto it, random torques (5 N m); the free box placed and moved with the left tcp.
+    Rows 1e-12, drift 1e-6; raw a 5e-4 and wrench 2e-3 relative (solimp 0.9999: the translational
+    rows' regulariser efc_R = 6.7e-5 against 0.2, the smallest eigenvalue of MuJoCo's Delassus matrix
+    Jm M^-1 Jm^T, leaves some 3e-4 of the wrench; torquescale 10 lifts the rotational block to
+    eigenvalues above 750 against efc_R 9.6e-3, where at torquescale 1 they leave 2e-2); (2) a 1e-3
+    and wrench 5e-3 (two soft welds in series, efc_R 1.1e-4 against a smallest eigenvalue of 0.11).
+    Then 0.2 s from rest at the grasp (gravity compensation + constant random torques), (1), 1e-5 rad."""
+    model, pl1, pl2, c = two_arm_grasp(BOX_INERTIA)
+    chain = ClosedChain(model, [LoopClosure("grasp", c.frame, c.frame2, "fixed", *pl1, *pl2)])
+    tree, rd = chain.tree, chain.data
+    m, d = two_arm_mujoco(pl1, pl2)
+    mf, df = two_arm_mujoco(pl1, pl2, free_box=True)
+    sites = m.site("box").id, m.site("r_grip").id
+    Mm, Mf = np.zeros((14, 14)), np.zeros((20, 20))
+    rng = np.random.default_rng(41)
+    worst, ident, free = {}, 0.0, {"a": 0.0, "f": 0.0}
+    for _ in range(4):
+        q = chain.solve_configuration(Q_GRASP + np.r_[0.15 * rng.normal(size=7), np.zeros(7)], fixed=ARMS[:7])
+        v = chain.project_velocity(q, rng.normal(size=14) * 0.5)
+        tau = rng.normal(size=14) * 5.0
+        a, w = chain.forward_dynamics(q, v, tau)
+        M, h = ref.crba(tree, rd, q), ref.nonlinear_effects(tree, rd, q, v)
+        for k, x in against_mujoco_weld(m, d, chain, q, v, tau, a, w["grasp"], *sites).items():
+            worst[k] = max(worst.get(k, 0.0), x)
+        mujoco.mj_fullM(m, d, Mm)
+        ident = max(ident, scaled_err(M, Mm), scaled_err(h, d.qfrc_bias))
+        # (2) the free box, welded to each hand
+        qb, vb, P = box_state(tree, rd, q, v, pl1)
+        df.qpos[:], df.qvel[:], df.qfrc_applied[:] = np.r_[q, qb], np.r_[v, vb], np.r_[tau, np.zeros(6)]
+        mujoco.mj_forward(mf, df)
+        assert df.nefc == 12 and np.max(np.abs(df.efc_pos)) < 1e-9 and np.max(np.abs(df.efc_vel)) < 1e-9
+        mujoco.mj_fullM(mf, df, Mf)
+        Pf = np.vstack([np.eye(14), P])
+        ident = max(ident, scaled_err(M, Pf.T @ Mf @ Pf))
+        T = weld_map(mf, df, mf.site("box").id, mf.site("r_grip").id)
+        free["a"] = max(free["a"], rel_err(df.qacc[:14], a))
+        free["f"] = max(free["f"], rel_err(T.T @ df.efc_force[6:], w["grasp"]))
+    print(f"two arms + box vs MuJoCo weld: unconstrained M, h {ident:.1e}; a {worst['a']:.1e}, wrench "
+          f"{worst['f']:.1e} (relative); MuJoCo vs our KKT with its regulariser: a {worst['soft a']:.1e}, "
+          f"force {worst['soft f']:.1e}; rows {worst['rows']:.1e}, drift {worst['drift']:.1e}; free box "
+          f"welded to each hand: a {free['a']:.1e}, wrench {free['f']:.1e}")
+    assert ident < 1e-12 and worst["rows"] < 1e-12 and worst["drift"] < 1e-6
+    assert worst["a"] < 5e-4 and worst["f"] < 2e-3 and free["a"] < 1e-3 and free["f"] < 5e-3
+    assert worst["soft a"] < 1e-10 and worst["soft f"] < 1e-10
+    u = ref.nonlinear_effects(tree, rd, Q_GRASP, np.zeros(14)) + rng.normal(size=14) * 2.0
+    worst_q, vmax = trajectory_against_mujoco(m, d, chain, Q_GRASP, u, 200)
+    print(f"two arms + box 0.2 s trajectory vs MuJoCo: max |q - q_mj| {worst_q:.1e} rad, |v| up to "
+          f"{vmax:.1f} rad/s")
     assert worst_q < 1e-5
 
 
