@@ -4,8 +4,11 @@ YAML (dynamics/loops.py), against independent oracles.
 - Pinocchio 4.1: `RigidConstraintModel(ctype, model, joint1, placement1, joint2, placement2,
   LOCAL_WORLD_ALIGNED)` + `constraintDynamics`: the Panda's tcp constrained to link 1 (point, 6d; random
   placements and states; Baumgarte terms for the point), a redundant 6d (tcp to link 3: 4 joints between
-  them, rank 4 of 6) against Pinocchio's proximal solver, the four-bar's closure (point), and two Pandas
-  holding one object (6d between the two hands).  Tolerance 1e-9 scaled by max(1, |x|): both solve the
+  them, rank 4 of 6) against Pinocchio's proximal solver, the four-bar's closure (point), two Pandas
+  holding one object (6d between the two hands, five configurations on the closure), the 6d's Baumgarte
+  terms at states where the two error definitions agree, and the two Pandas' box resting on a support
+  (the 6d grasp with a unilateral contact in contact_dynamics: the contact conditions from Pinocchio's
+  M, h, Jacobians and drifts).  Tolerance 1e-9 scaled by max(1, |x|): both solve the
   same equations exactly ("6d" on states with J v = 0, where Pinocchio's spatial drift equals our
   classical one; see constrained.py).
 - MuJoCo 4's `<equality><connect site1 site2/>` on the four-bar built from MJCF with the same bodies:
@@ -44,7 +47,7 @@ from robot_dynamics.dynamics import Model, robots
 from robot_dynamics.dynamics import reference as ref
 from robot_dynamics.dynamics.loops import ClosedChain, LoopClosure, rk4
 from robot_dynamics.dynamics.reference import spatial
-from robot_dynamics.dynamics.reference.constrained import (FrameConstraint, constrained_dynamics,
+from robot_dynamics.dynamics.reference.constrained import (Contact, FrameConstraint, constrained_dynamics,
                                                            constraint_error, constraint_jacobian, contact_dynamics)
 from robot_dynamics.dynamics.urdf import lock_joints
 
@@ -265,6 +268,64 @@ def test_relative_point_baumgarte_matches_pinocchio(model, rd):
     assert worst < TOL
 
 
+def test_relative_6d_baumgarte_matches_pinocchio(model, rd):
+    """Baumgarte (Kp, Kd) on a 6d relative constraint (the tcp welded to link 1) off the manifold vs
+    Pinocchio's corrector on its CONTACT_6D between the two joints.  The error definitions differ:
+    Pinocchio's is R1 (-log6(c1Mc2)) = R1 [V^-1(phi) R1^T (p1 - p2); log3(R2^T R1)] (world axes, phi =
+    log3(R2^T R1), V the SE(3) left Jacobian's rotation block), ours [p1 - p2; R2 log3(R2^T R1)].  The
+    rotational parts are equal (R2^T R1 fixes its own axis, so R1 phi = R2 phi); the translational ones
+    are equal exactly when R1^T (p1 - p2) is parallel to phi (V^-1 leaves vectors along phi unchanged),
+    else they differ at second order (phi x R1^T (p1 - p2) / 2).  And the drifts: Pinocchio's 6D rows use
+    the two bodies' spatial accelerations at p1, ours the exact d/dt (J v); they differ by (w1 - w2) x
+    v_p1 (see constrained.py), zero when the point p1 is at rest.  So the states drawn: random q and
+    placement1, C2 = C1 * (exp(theta k), d k) (a screw displacement along one random axis k: theta up
+    to 0.6 rad, d up to 0.1 m), placement2 making it so; v random with v_p1 = 0 (J v != 0, its angular
+    rows too: the Kd term on all six rows).  There ours and Pinocchio's e agree (1e-12) and a and the
+    wrench agree to 1e-9.  At generic displacements (k not along the translation) the two errors differ
+    (printed; > 1e-4)."""
+    tree = model.tree
+    rng = np.random.default_rng(16)
+    worst = worst_e = generic = 0.0
+    n = 0
+    while n < 4:
+        q, tau = model.random_configuration(rng), rng.normal(size=7) * 5.0
+        pl1 = random_placement(rng)
+        ref.forward_kinematics(tree, rd, q)
+        R1, p1 = ref.frame_placement(tree, rd, TCP)
+        Rf, pf = ref.frame_placement(tree, rd, "panda_link1")
+        Rc, pc = R1 @ pl1[0], p1 + R1 @ pl1[1]                        # C1 in the world
+        k = rng.normal(size=3)
+        k /= np.linalg.norm(k)
+        theta, dist = rng.uniform(0.1, 0.6), rng.uniform(0.02, 0.1)
+
+        def closing(t):
+            """The constraint with C2 = C1 * (exp(theta k), t), and |our e - Pinocchio's| there."""
+            Rt, pt = Rc @ pin.exp3(theta * k), pc + Rc @ t
+            c = FrameConstraint(TCP, "6d", frame2="panda_link1", placement1=pl1,
+                                placement2=(Rf.T @ Rt, Rf.T @ (pt - pf)))
+            err = -pin.log6(pin.SE3(Rc, pc).actInv(pin.SE3(Rt, pt)))     # Pinocchio's, in C1's axes
+            e_pin = np.r_[Rc @ err.linear, Rc @ err.angular]
+            return c, float(np.max(np.abs(constraint_error(tree, rd, q, [c]) - e_pin)))
+        across = np.cross(k, rng.normal(size=3))
+        generic = max(generic, closing(dist * across / np.linalg.norm(across))[1])
+        c, de = closing(dist * k)                                       # the screw along k
+        J, _, _ = constraint_jacobian(tree, rd, q, np.zeros(7), [c])
+        if np.linalg.cond(J) > 1e3:
+            continue
+        n += 1
+        worst_e = max(worst_e, de)
+        _, _, ((Jp1, _, _),) = pin_point_terms(model, q, np.zeros(7), [(TCP, pl1)])
+        v = np.linalg.svd(Jp1[:3])[2][3:].T @ rng.normal(size=4)        # v_p1 = 0
+        assert np.max(np.abs(Jp1[:3] @ v)) < 1e-12 and np.max(np.abs((J @ v)[3:])) > 0.1
+        for gains in ((100.0, 20.0), (0.0, 20.0), (100.0, 0.0)):
+            a_pin, f_pin = pin_relative(model, TCP, pl1, "panda_link1", c.placement2, "6d", q, v, tau, baumgarte=gains)
+            a, (w,) = constrained_dynamics(tree, rd, q, v, tau, [c], baumgarte=gains)
+            worst = max(worst, scaled_err(a_pin, a), scaled_err(f_pin, w))
+    print(f"relative 6d + Baumgarte vs Pinocchio (screw displacements, v_p1 = 0): e {worst_e:.1e}, "
+          f"a and wrench worst scaled error {worst:.1e}; generic displacements: e differs by {generic:.1e}")
+    assert worst_e < 1e-12 and worst < TOL and generic > 1e-4
+
+
 def test_redundant_relative_6d_least_norm_matches_pinocchio(model, rd):
     """The tcp welded to link 3: only joints 4-7 lie between them, so the 6 rows have rank 4.  The
     default refuses it; redundant="min_norm" gives Pinocchio's a (to 1e-9) on states with J v = 0 (where
@@ -340,24 +401,155 @@ def two_arm_grasp(inertia=None):
 
 def test_two_arms_holding_one_object_match_pinocchio():
     """A 1.5 kg box in the left hand (a payload 0.15 m ahead of the tcp), the right hand's tcp welded to
-    it (6d, relative, the two arms share no joint): at the grasp configuration, with velocities on
-    the manifold and random torques, a and the internal wrench vs Pinocchio's 6D two-joint constraint."""
+    it (6d, relative, the two arms share no joint), vs Pinocchio's 6D two-joint constraint: a and the
+    internal wrench at the grasp configuration and at four others on the closure (the left arm moved
+    from the grasp by normal joint offsets of 0.15 rad, the right arm solved onto the closure by
+    Gauss-Newton, solve_configuration: the box's placement changes with them), each with random
+    velocities projected onto J v = 0 and random torques (5 N m)."""
     model, pl1, pl2, c = two_arm_grasp()
+    chain = ClosedChain(model, [LoopClosure("grasp", c.frame, c.frame2, "fixed", *pl1, *pl2)])
     tree = model.tree
     rd = ref.RefData(tree)
     rng = np.random.default_rng(14)
-    q0 = Q_GRASP
-    worst = 0.0
-    for _ in range(3):
-        v = on_manifold_velocity(tree, rd, q0, rng.normal(size=14) * 0.5, [c])
-        tau = rng.normal(size=14) * 5.0
-        a_pin, f_pin = pin_relative(model, "l_panda_hand_tcp", pl1, "r_panda_hand_tcp", pl2, "6d", q0, v, tau)
-        a, (w,) = constrained_dynamics(tree, rd, q0, v, tau, [c])
-        worst = max(worst, scaled_err(a_pin, a), scaled_err(f_pin, w))
-        J, gamma, _ = constraint_jacobian(tree, rd, q0, v, [c])
-        assert np.max(np.abs(J @ a + gamma)) < 1e-9                     # the box stays in both hands
-    print(f"two arms + box (6d relative) vs Pinocchio: worst scaled error {worst:.1e}")
-    assert worst < TOL
+    configs = [Q_GRASP] + [chain.solve_configuration(Q_GRASP + np.r_[0.15 * rng.normal(size=7), np.zeros(7)],
+                                                     fixed=ARMS[:7]) for _ in range(4)]
+    worst, moved = 0.0, 0.0
+    for q0 in configs:
+        assert np.max(np.abs(constraint_error(tree, rd, q0, [c]))) < 1e-10    # on the closure
+        moved = max(moved, float(np.max(np.abs(q0 - Q_GRASP))))
+        for _ in range(2):
+            v = on_manifold_velocity(tree, rd, q0, rng.normal(size=14) * 0.5, [c])
+            tau = rng.normal(size=14) * 5.0
+            a_pin, f_pin = pin_relative(model, "l_panda_hand_tcp", pl1, "r_panda_hand_tcp", pl2, "6d", q0, v, tau)
+            a, (w,) = constrained_dynamics(tree, rd, q0, v, tau, [c])
+            worst = max(worst, scaled_err(a_pin, a), scaled_err(f_pin, w))
+            J, gamma, _ = constraint_jacobian(tree, rd, q0, v, [c])
+            assert np.max(np.abs(J @ a + gamma)) < 1e-9                     # the box stays in both hands
+    print(f"two arms + box (6d relative) vs Pinocchio, {len(configs)} configurations (joints up to "
+          f"{moved:.2f} rad from the grasp), 2 states each: worst scaled error {worst:.1e}")
+    assert moved > 0.1 and worst < TOL
+
+
+def pin_point_terms(model, q, v, points):
+    """Pinocchio's M, h and, per point (frame name, (R, p) placement in it), the LOCAL_WORLD_ALIGNED
+    Jacobian (6 x nv) of the frame composed with the placement and its drift Jdot v (the point's
+    classical acceleration at a = 0: linear rows; the angular acceleration: angular rows), all in our
+    joint order.  The points are frames added to a copy of the model."""
+    pm = pin.Model(model.pin_model)
+    fids = []
+    for k, (name, (R, p)) in enumerate(points):
+        fr = pm.frames[model.frame_ids[name]]
+        fids.append(pm.addFrame(pin.Frame(f"check_point_{k}", fr.parentJoint, model.frame_ids[name],
+                                          fr.placement * pin.SE3(np.asarray(R, float), np.asarray(p, float)),
+                                          pin.FrameType.OP_FRAME)))
+    d = pm.createData()
+    to_pin = np.argsort(model.v_to_pin)
+    qp, vp = model.q_to_pin(q), v[to_pin]
+    M = pin.crba(pm, d, qp)
+    M = np.triu(M) + np.triu(M, 1).T
+    h = pin.nonLinearEffects(pm, d, qp, vp)
+    pin.computeJointJacobians(pm, d, qp)
+    pin.computeJointJacobiansTimeVariation(pm, d, qp, vp)
+    pin.updateFramePlacements(pm, d)
+    out = []
+    for fid in fids:
+        J = pin.getFrameJacobian(pm, d, fid, pin.LOCAL_WORLD_ALIGNED)
+        dJ = pin.getFrameJacobianTimeVariation(pm, d, fid, pin.LOCAL_WORLD_ALIGNED)
+        out.append((J[:, to_pin], dJ @ vp, d.oMf[fid].translation.copy()))
+    return M[np.ix_(to_pin, to_pin)], h[to_pin], out
+
+
+def pin_dynamics_with_contact(model, pl1, pl2, r_local, q, v, tau):
+    """Pinocchio's constraintDynamics with the grasp (CONTACT_6D, left tcp * pl1 to right tcp * pl2)
+    and the contact point held in the world (CONTACT_3D at the left tcp * (1, r_local)), both
+    LOCAL_WORLD_ALIGNED: (a, the grasp wrench, the contact force), our joint order."""
+    pm = model.pin_model
+    fl, fr = pm.frames[model.frame_ids["l_panda_hand_tcp"]], pm.frames[model.frame_ids["r_panda_hand_tcp"]]
+    grasp = pin.RigidConstraintModel(pin.ContactType.CONTACT_6D, pm, fl.parentJoint, fl.placement * pin.SE3(*pl1),
+                                     fr.parentJoint, fr.placement * pin.SE3(*pl2), pin.LOCAL_WORLD_ALIGNED)
+    point = pin.RigidConstraintModel(pin.ContactType.CONTACT_3D, pm, fl.parentJoint,
+                                     fl.placement * pin.SE3(np.eye(3), r_local), pin.LOCAL_WORLD_ALIGNED)
+    cms, cds = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
+    for cm in (grasp, point):
+        cms.append(cm)
+        cds.append(cm.createData())
+    d = pm.createData()
+    pin.initConstraintDynamics(pm, d, cms, cds)
+    to_pin = np.argsort(model.v_to_pin)
+    a = pin.constraintDynamics(pm, d, model.q_to_pin(q), v[to_pin], tau[to_pin], cms, cds,
+                               pin.ProximalSettings(1e-14, 0.0, 1))
+    return a[model.v_to_pin], cds[0].contact_force.vector.copy(), cds[1].contact_force.vector[:3].copy()
+
+
+def test_two_arms_holding_a_box_on_a_support_contact_conditions():
+    """A relative constraint together with a unilateral contact in contact_dynamics: the two arms
+    holding the box (6d between the hands, as above) while the box's lower end (0.3 m below the left
+    tcp, which points down; a point of the left hand's body) rests on a support of normal +z with
+    friction (mu 0.5, the 4-facet pyramid).  States on the closure (as above), velocities on J_grasp
+    v = 0 with the contact point's normal velocity zero (it may slip), torques h + J_c^T F + noise for
+    downward pushes F with small and large sideways parts and for upward pulls.  Checked with
+    Pinocchio's M, h, the two grasp frames' and the contact point's Jacobians and Jdot v (frames added
+    to its model): M a + h = tau + J_grasp^T w + J_c^T f (1e-9 scaled); the grasp rows J_grasp a +
+    Jdot v = 0 (their drift-corrected zero: Pinocchio's classical accelerations of the two grasp
+    frames, J v = 0); f in the pyramid, the contact point's acceleration c'' in its dual cone (c''_n >=
+    0 and c'' . e >= 0 on the edges n +- mu t_k), f . c'' = 0.  Each of sticking (f inside the cone,
+    c'' = 0: then also Pinocchio's constraintDynamics with the grasp and a 3D contact, 1e-9), sliding
+    (f on the pyramid's boundary) and separation (f = 0: then a is constrained_dynamics' with the grasp
+    alone and Pinocchio's, 1e-9) must occur."""
+    model, pl1, pl2, c = two_arm_grasp()
+    chain = ClosedChain(model, [LoopClosure("grasp", c.frame, c.frame2, "fixed", *pl1, *pl2)])
+    tree, rd = model.tree, ref.RefData(model.tree)
+    mu, n = 0.5, np.array([0.0, 0.0, 1.0])
+    r_local = np.array([0.0, 0.0, 0.30])                 # the box's end, in the left tcp's axes
+    rng = np.random.default_rng(42)
+    seen, worst = {"stick": 0, "slide": 0, "lift": 0}, {"eom": 0.0, "rows": 0.0, "compl": 0.0, "pin": 0.0}
+    pushes = [[0.1, -0.05, -1.0], [0.8, 0.3, -1.0], [0.0, 0.0, 1.0]]
+    for k in range(6):
+        q = chain.solve_configuration(Q_GRASP + np.r_[0.1 * rng.normal(size=7), np.zeros(7)], fixed=ARMS[:7])
+        ref.forward_kinematics(tree, rd, q)
+        R1, _ = ref.frame_placement(tree, rd, "l_panda_hand_tcp")
+        contact = Contact("l_panda_hand_tcp", normal=n, mu=mu, offset=R1 @ r_local)
+        _, _, ((Jc, gc, _),) = pin_point_terms(model, q, np.zeros(14), [("l_panda_hand_tcp", (np.eye(3), r_local))])
+        Jg, _, _ = constraint_jacobian(tree, rd, q, np.zeros(14), [c])
+        A = np.vstack([Jg, n @ Jc[:3]])
+        v = rng.normal(size=14) * 0.3
+        v = v - np.linalg.pinv(A) @ (A @ v)              # the grasp held, the point on the support
+        M, h, ((J1, g1, p1), (J2, g2, p2), (Jc, gc, _)) = pin_point_terms(
+            model, q, v, [("l_panda_hand_tcp", pl1), ("r_panda_hand_tcp", pl2), ("l_panda_hand_tcp", (np.eye(3), r_local))])
+        assert np.max(np.abs(p1 - p2)) < 1e-10 and np.max(np.abs((J1 - J2) @ v)) < 1e-10
+        F = 30.0 * np.array(pushes[k % 3])
+        tau = h + Jc[:3].T @ F + rng.normal(size=14)
+        a, f, (w,) = contact_dynamics(tree, rd, q, v, tau, [contact], bilateral=[c])
+        f = f[0]
+        worst["eom"] = max(worst["eom"], scaled_err(M @ a + h, tau + (J1 - J2).T @ w + Jc[:3].T @ f))
+        worst["rows"] = max(worst["rows"], float(np.max(np.abs((J1 - J2) @ a + g1 - g2))))
+        acc = Jc[:3] @ a + gc[:3]
+        scale = max(1.0, float(np.max(np.abs(f))))
+        assert f[2] >= -1e-9 and abs(f[0]) + abs(f[1]) <= mu * f[2] + 1e-9          # f in the pyramid
+        assert acc[2] >= -1e-7                                                    # c''_n >= 0
+        for e in ([mu, 0, 1], [-mu, 0, 1], [0, mu, 1], [0, -mu, 1]):
+            assert acc @ np.array(e) >= -1e-7                                     # c'' in the dual cone
+        worst["compl"] = max(worst["compl"], abs(f @ acc) / scale)
+        if f[2] < 1e-9:
+            seen["lift"] += 1
+            assert acc[2] > 1e-3                                                  # it leaves the support
+            a_b, (w_b,) = constrained_dynamics(tree, rd, q, v, tau, [c])
+            a_pin, w_pin = pin_relative(model, "l_panda_hand_tcp", pl1, "r_panda_hand_tcp", pl2, "6d", q, v, tau)
+            worst["pin"] = max(worst["pin"], scaled_err(a_b, a), scaled_err(w_b, w), scaled_err(a_pin, a),
+                               scaled_err(w_pin, w))
+        elif abs(f[0]) + abs(f[1]) < mu * f[2] - 1e-6 * scale:
+            seen["stick"] += 1
+            assert np.max(np.abs(acc)) < 1e-7
+            a_pin, w_pin, f_pin = pin_dynamics_with_contact(model, pl1, pl2, r_local, q, v, tau)
+            worst["pin"] = max(worst["pin"], scaled_err(a_pin, a), scaled_err(w_pin, w), scaled_err(f_pin, f))
+        else:
+            seen["slide"] += 1
+            assert np.linalg.norm(acc[:2]) > 1e-4 and f[:2] @ acc[:2] < 0          # slides, friction dissipates
+    print(f"two arms + box on a support (6d relative + contact, mu {mu}): {seen}; equations of motion "
+          f"{worst['eom']:.1e}, grasp rows {worst['rows']:.1e}, complementarity {worst['compl']:.1e}, "
+          f"vs Pinocchio (sticking: 6D + 3D contact; lifting: 6D alone) {worst['pin']:.1e}")
+    assert all(seen.values())
+    assert worst["eom"] < TOL and worst["rows"] < 1e-9 and worst["compl"] < 1e-7 and worst["pin"] < TOL
 
 
 # ---------------------------------------------------------------------------------------------------
