@@ -3,7 +3,8 @@
 
     .venv/bin/python bench/envelope.py            (a few seconds)
 
-SafetyEnvelope.apply alone, 3 frames (tcp, link4, link6) and 6 planes (a box), in the situations a
+SafetyEnvelope.apply and enforce (the target before the safety filter, the command sent after it;
+here enforce sees the target itself, as when the rate limit does not bind), 3 frames (tcp, link4, link6) and 6 planes (a box), in the situations a
 step meets: nothing near a limit (one forward kinematics and the clearances), one plane inside its
 margin (Jacobians, M, one row), a corner and a speed limit at once (three rows: the small QP), the
 force limit on every step; then a whole ControlLoop.step (joint impedance) without and with that
@@ -56,19 +57,20 @@ def main():
         ("a corner + the speed limit (3 rows, QP)", dict(base, boxes=corner, max_linear_speed=0.25), v_fast),
         ("force limit (every step)", dict(base, boxes=far, max_force=40.0, force_frame=TCP), v0),
     ]
-    print(f"SafetyEnvelope.apply, Panda, {len(FRAMES)} frames, 6 planes; {N} calls")
-    print(f"| situation | median [us] | p99 [us] | what acted |")
-    print(f"|---|--:|--:|---|")
+    print(f"SafetyEnvelope.apply + enforce (the target, then the command sent), Panda, {len(FRAMES)} frames, "
+          f"6 planes; {N} calls")
+    print("| situation | median [us] | p99 [us] | what acted |")
+    print("|---|--:|--:|---|")
     for name, prm, v in cases:
         env = SafetyEnvelope(model, prm)
         lim = np.asarray(model.effort_limits, float)
-        med, p99 = timed(lambda: env.apply(tau, Q0, v, 1e-3, True, lim))
+        med, p99 = timed(lambda: env.enforce(env.apply(tau, Q0, v, 1e-3, True, lim), lim))
         print(f"| {name} | {med:.1f} | {p99:.1f} | {','.join(env.reasons) or '-'} |")
 
     print()
     print(f"ControlLoop.step (joint impedance, Panda), {N} steps")
-    print(f"| envelope | median [us] | p99 [us] |")
-    print(f"|---|--:|--:|")
+    print("| envelope | median [us] | p99 [us] |")
+    print("|---|--:|--:|")
     for name, extra in (("none", {}), ("3 frames, 6 planes, nothing near", {
             "safety.frames": FRAMES, "safety.boxes": far}), ("3 frames, one plane within the margin", {
             "safety.frames": FRAMES, "safety.boxes": near})):

@@ -2,7 +2,8 @@
 and a controlled stop when a violation persists.  No ROS.
 
     env = SafetyEnvelope(model, EnvelopeParams(...) or dict)   # ValueError naming the bad value
-    tau = env.apply(tau, q, v, gravity_in_tau=True)   # the law's command -> within the envelope
+    tau = env.apply(tau, q, v, dt, gravity_in_tau=True)   # the law's command -> the filter's target
+    tau = env.enforce(safety_filter.apply(tau, ...))   # the command sent, back within the envelope
     env.state        # "off" | "ok" | "acting" | "stopping" | "stopped"
     ok, why = env.resume()                             # leave a stop (refused while still violated)
 
@@ -11,22 +12,45 @@ sphere of radius r_f that must stay on the allowed side of every plane c, n_c . 
 a box is its six planes, inside).  Its clearance s = n . p - d - r is > 0 inside.
 
 Per step, with the motion torque tau_m = tau - g(q) (what the command does beyond holding the arm's
-weight; tau itself when the driver adds gravity, gravity_in_tau=False):
-1. force limit: the wrench the command exerts at force_frame, F = (J J^T + l^2 I)^-1 J tau_m, clipped
-   per axis and in norm (force and torque), tau_m <- tau_m - J^T (F - F_clipped) (J^+T J^T = I);
-2. no push outward: every plane a frame is within `margin` of, and every frame above 0.9 x its speed
-   limit, is a unit direction u_k (the plane's normal n; -v/|v| for a speed) with the row
-   a_k = u_k^T J_v (or J_w).  The command may give the frame only a fraction 1 - beta_k of the outward
-   acceleration it asks for, a_k M^-1 tau_m' >= (1 - beta_k) min(a_k M^-1 tau_m, 0), beta_k = 1 at and
-   beyond the limit, falling linearly to 0 across the margin (or from 1.0 to 0.9 x the speed limit): the
-   command stays continuous.  The smallest correction (in the M^-1 metric) is tau_m' = tau_m + A^T mu,
-   mu >= 0 the solution of the LCP  G mu + b >= 0, mu >= 0, mu^T (G mu + b) = 0,  G = A M^-1 A^T,
-   b = A M^-1 tau_m - lb, i.e. the QP min 1/2 mu^T G mu + b^T mu, mu >= 0 (closed form for one row,
-   quadprog for more);
-3. repulsion and damping: along each such normal F_n = k (margin - s) + c max(-n . v_f, 0) (a spring
-   from the margin's edge and damping of the approach only: leaving is free), and above a speed limit
-   F = -d (|v| - v_max) v/|v|; tau += J^T F;
-4. stop: a violation (a frame outside a plane, or faster than 1.05 x its limit) lasting stop_time
+weight; tau itself when the driver adds gravity, gravity_in_tau=False), apply() builds the target the
+safety filter is handed:
+1. rows: every plane a frame is within `margin` of, and every frame above 0.9 x its speed limit (or
+   about to be: its speed extrapolated PREDICT steps at the last step's change; a hard-accelerating
+   law crosses the band between two steps), is a unit direction u_k (the plane's normal n; -v/|v| for
+   a speed) with the row a_k = u_k^T J_v (or J_w), its acceleration a_k M^-1 tau_m (+ u . J' v -
+   a_k M^-1 C(q, v) v for a speed row: the frame's whole acceleration, not only the command's share);
+2. no push outward: the command may give the frame only a fraction 1 - beta_k of the outward
+   acceleration the law asks for, >= (1 - beta_k) min(a_k(law), 0), beta_k = 1 at and beyond the
+   limit, falling linearly to 0 across the margin (or from 1.0 to 0.9 x the speed limit): the command
+   stays continuous; a speed row also gains no more speed in one step than is left to the limit,
+   >= -(v_max - |v|)/dt.  The smallest correction (M^-1 metric) is tau_m + A^T mu, mu >= 0 from the
+   LCP G mu + b >= 0, mu^T (G mu + b) = 0, G = A M^-1 A^T (closed form for one row, quadprog else);
+3. repulsion and damping: along each such normal F_n = k (margin - s) + c ramp max(-n . v_f, 0) (a
+   spring from the margin's edge; the approach is damped, leaving is free; ramp goes 0 -> 1 over the
+   first DAMPING_RAMP of the margin so the command does not jump where a frame enters it), and above
+   a speed limit F = -d (|v| - v_max) v/|v|; tau_m += J^T F;
+4. the speed rows again, on the whole command (the repulsion can fling a frame): the fraction rule of
+   2. on what 3. left, at least the row's own damping above the limit, the plane rows held at what
+   2.-3. left them (the braking does not push a frame out);
+5. beyond the effort limits: the law's share scaled back first, the envelope's correction kept;
+6. the force limit, last: the wrench the command exerts at force_frame, F = (J J^T + l^2 I)^-1 J tau_m,
+   clipped per axis and in norm (force and torque), tau_m <- tau_m - J^T (F - F_clipped).
+Then enforce() takes the safety filter's output (rate-limited from the last command sent, clamped)
+and puts it back within this step's rows: along each, at least the acceleration the envelope requires
+(2.'s share of the law plus 3.'s repulsion and damping, 4.'s bound; never more than the target itself
+gives, so a command already at the target is left alone), the smallest correction A^T mu, then the
+force limit again.  Who wins when they conflict:
+- the envelope over the torque-rate limit: its correction of the command sent is not rate-limited
+  (the rate limit bounds every other change: the law's, the stop's, the start ramp's); the correction
+  changes only as fast as the envelope's own terms (continuous: the fraction rule, the spring from the
+  margin's edge, the ramped damping), and a step where it exceeds the rate is counted (rate_exceeded);
+- the force limit over the workspace and speed rows: the command never exerts more than max_force /
+  max_force_axis / max_torque at force_frame, even to hold or bring a frame back; a push larger than
+  the force limit can answer moves the frame out (a violation, then the stop), it is not pushed back
+  harder.  The force limit is about what the arm does to what it touches (a person pushing it out of a
+  box must not be pushed back harder than that); the stop answers a frame held out;
+- the effort limits over everything (the law's share is scaled back first).
+7. stop: a violation (a frame outside a plane, or faster than 1.05 x its limit) lasting stop_time
    becomes a controlled stop: the law's command is replaced by g(q) - D v (damping to rest) plus the
    repulsion of 3., then, once every joint is below rest_velocity, a hold K (q_rest - q) - D v + g(q)
    at the rest position (re-taken while a frame is still outside, so the hold never fights the
@@ -49,6 +73,10 @@ from .safety import merged_params
 STATES = ("off", "ok", "acting", "stopping", "stopped")
 SPEED_BAND = 0.9          # the speed rows start at this fraction of the limit
 SPEED_STOP = 1.05         # above this fraction of the limit for stop_time: a stop
+PREDICT = 2.0             # steps ahead the speed is extrapolated to decide whether the speed rows act
+STOP_DAMPING_STEP = 0.5  # the stop's joint damping at most this x M_ii / dt (discrete-time stable)
+APPROACH_SPEED = 0.02     # m/s: enforce() requires a plane's repulsion in full from this approach speed
+DAMPING_RAMP = 0.25       # the approach damping ramps in over this fraction of the margin (continuous)
 
 
 @dataclass
@@ -97,6 +125,7 @@ class SafetyEnvelope:
         self._direct = model.q_identity and model.v_identity
         self._perm = None if model.v_identity else model.v_to_pin
         self._p = None
+        self._post = None                  # this step's rows and requirement, for enforce()
         self._a0 = np.zeros(self.nv)
         self.counts = {}
         self.set_params(params if params is not None else EnvelopeParams())
@@ -174,6 +203,7 @@ class SafetyEnvelope:
         self._DR = self.d[None, :] + radii[:, None]        # d + r per frame and plane
         self._P, self._V, self._S = np.zeros((nf, 3)), np.zeros((nf, 6)), np.zeros((nf, nc))
         self._lin, self._ang = [0.0] * nf, [0.0] * nf
+        self._lin_prev, self._ang_prev = [0.0] * nf, [0.0] * nf
         self.min_clearance = math.inf
         self.force_fid = self.model.frame_ids[ff] if ff else len(self.pm.frames) - 1
         self.force_name = ff or self.pm.frames[self.force_fid].name
@@ -242,6 +272,7 @@ class SafetyEnvelope:
         will be clamped to (the safety filter's): a corrected command beyond them is scaled back
         along its motion part, so that the clamp does not undo the correction.  A non-finite tau is
         passed through (the safety filter answers it) unless a stop replaces it."""
+        self._post = None
         if not self.enabled:
             return tau
         if self.reasons:
@@ -264,17 +295,24 @@ class SafetyEnvelope:
             self.min_clearance = smin = float(S.min())
         else:
             smin = math.inf
-        ratio = 0.0
+        ratio = pred = 0.0
+        lp, ap = self._lin_prev, self._ang_prev
         if self._speed_on:
+            # the speed a step or two ahead at the last step's change: a law accelerating a frame hard
+            # crosses the band between two steps, so the rows must start before it is reached
             if p.max_linear_speed > 0:
                 ratio = max(lin) / p.max_linear_speed
+                pred = max(s + PREDICT * max(s - s0, 0.0) for s, s0 in zip(lin, lp)) / p.max_linear_speed
             if p.max_angular_speed > 0:
                 ratio = max(ratio, max(ang) / p.max_angular_speed)
+                pred = max(pred, max(s + PREDICT * max(s - s0, 0.0) for s, s0 in zip(ang, ap))
+                           / p.max_angular_speed)
+            self._lin_prev, self._ang_prev = lin[:], ang[:]
         self.speed_ratio = ratio
         if smin < 0.0 or ratio > SPEED_STOP or self._violated:
             self._track_violation(S, dt)
         stop = self.state in ("stopping", "stopped")
-        if not (stop or smin < p.margin or ratio > SPEED_BAND or self._force_on):
+        if not (stop or smin < p.margin or pred > SPEED_BAND or self._force_on):
             if self.state == "acting":
                 self.state = "ok"
             return tau
@@ -289,15 +327,16 @@ class SafetyEnvelope:
         g = pin.computeGeneralizedGravity(pm, pd, qp)
         g = g.copy() if self._perm is None else g[self._perm]
         if stop:
-            tau_m = self._stop_torque(q, v)
+            tau_m = self._stop_torque(q, v, qp, dt)
         else:
             tau_m = tau - g if gravity_in_tau else tau.copy()
-            if self._force_on:
+            if self._force_on:                          # the law's own push bounded first (and 6.)
                 tau_m = self._force_limit(tau_m)
         Js = {}
-        rows, lb_frac, mags, drift = [], [], [], []
+        rows, lb_frac, mags, drift, floor, approach = [], [], [], [], [], []
+        h = dt if 0.0 < dt <= 0.1 else 1e-3                # the step to come lasts about as long
         margin = p.margin
-        for i, j in zip(*np.nonzero(near)):                 # planes: 1.-3. of the module docstring
+        for i, j in zip(*np.nonzero(near)):                 # planes: 2.-3. of the module docstring
             J = Js.get(i)
             if J is None:
                 J = Js[i] = self._jacobian(self.fids[i])
@@ -306,13 +345,18 @@ class SafetyEnvelope:
             lb_frac.append(0.0 if s <= 0.0 or margin <= 0.0 else s / margin)       # 1 - beta
             drift.append(None)                          # a plane: what the command does, not the drift
             vn = float(n @ V[i, :3])
-            mags.append(p.stiffness * (margin - s) + (p.damping * -vn if vn < 0.0 else 0.0))
+            ramp = 1.0 if margin <= 0.0 else min(1.0, (margin - s) / (DAMPING_RAMP * margin))
+            mags.append(p.stiffness * (margin - s) + (p.damping * ramp * -vn if vn < 0.0 else 0.0))
+            floor.append(-math.inf)
+            approach.append(min(1.0, max(-vn, 0.0) / APPROACH_SPEED))
         if rows:
             self._flag("workspace")
+        n_planes = len(rows)
         for i in range(len(self.fids) if self._speed_on else 0):
-            for k, (sp, vmax, dmp) in enumerate(((lin[i], p.max_linear_speed, p.speed_damping),
-                                                 (ang[i], p.max_angular_speed, p.angular_speed_damping))):
-                if vmax <= 0 or sp <= SPEED_BAND * vmax:
+            for k, (sp, sp0, vmax, dmp) in enumerate((
+                    (lin[i], lp[i], p.max_linear_speed, p.speed_damping),
+                    (ang[i], ap[i], p.max_angular_speed, p.angular_speed_damping))):
+                if vmax <= 0 or sp + PREDICT * max(sp - sp0, 0.0) <= SPEED_BAND * vmax or sp < 1e-9:
                     continue
                 J = Js.get(i)
                 if J is None:
@@ -321,65 +365,177 @@ class SafetyEnvelope:
                 rows.append(u @ J[3 * k:3 * k + 3])
                 acc = pin.getFrameClassicalAcceleration(pm, pd, self.fids[i], LWA)
                 drift.append(float(u @ (acc.linear if k == 0 else acc.angular)))     # u . J' v
-                lb_frac.append(1.0 - min(1.0, (sp - SPEED_BAND * vmax) / ((1.0 - SPEED_BAND) * vmax)))
+                lb_frac.append(1.0 - min(1.0, max(0.0, (sp - SPEED_BAND * vmax) / ((1.0 - SPEED_BAND) * vmax))))
                 mags.append(dmp * (sp - vmax) if sp > vmax else 0.0)
+                floor.append(-max(vmax - sp, 0.0) / h)       # no more speed gained in a step than is left
                 self._flag("speed")
+        gc = g if gravity_in_tau else 0.0
+        law_m = tau_m
+        post = self._post = {"gc": gc, "g": g, "rows": None}
         if rows:
-            A = np.array(rows)
-            c = None
-            if any(x is not None for x in drift):       # the speed rows: the frame's whole acceleration
-                c = pin.nonLinearEffects(pm, pd, qp, vp)
-                c = (c if self._perm is None else c[self._perm]) - g          # C(q, v) v
-            tau_m = self._no_push_out(qp, tau_m, A, lb_frac, drift, c)
-            tau_m += A.T @ np.array(mags)               # the repulsion and the speed damping, J^T F
+            rows_ = self._rows(qp, np.array(rows), drift, pm, pd, vp, g)
+            if rows_ is not None:
+                A, G, off, U = rows_
+                frac, mags, floor = np.array(lb_frac), np.array(mags), np.array(floor)
+                # 2. the law's push outward, a fraction 1 - beta of it let through
+                a0 = self._acc(U, A, tau_m, off)
+                lb1 = np.maximum(frac * np.minimum(a0, 0.0), floor)
+                mu = self._lcp(G, a0 - lb1)
+                # 3. the repulsion and the speed damping, J^T F
+                mu = mags if mu is None else mu + mags
+                tau_m = tau_m + A.T @ mu
+                a1 = a0 + G @ mu
+                # 4. the whole command (the repulsion too) under the speed rows: a frame above 0.9 x its
+                # limit gains speed from the command only by the fraction 1 - beta; the plane rows keep
+                # the acceleration outward at what 2.-3. left (no more pushed out by the braking)
+                # (above the limit: at least the deceleration the row's damping alone gives, whatever
+                # the other rows' forces do to this frame)
+                lb2 = np.where(np.arange(len(a1)) < n_planes, np.minimum(a1, 0.0),
+                               np.maximum(np.maximum(frac * np.minimum(a1, 0.0), floor), np.diag(G) * mags))
+                mu2 = self._lcp(G, a1 - lb2)
+                if mu2 is not None:
+                    tau_m = tau_m + A.T @ mu2
+                    a1 = a1 + G @ mu2
+                # for enforce(): the repulsion's acceleration a plane row requires of the command sent
+                w = np.zeros(len(mags))
+                w[:n_planes] = approach
+                post["rows"] = (A, G, off, U, G[:n_planes] @ (w * mags), n_planes, frac, floor, np.diag(G) * mags)
+        if limit is not None:                           # the law's share scaled back first
+            tau_m = self._within(tau_m - law_m, law_m + gc, limit, base=law_m)
+        if self._force_on:                              # 5. the force limit: last, it wins
+            tau_m = self._force_limit(tau_m)
         if not stop:
             self.state = "acting" if rows or self.reasons else "ok"
-        gc = g if gravity_in_tau else 0.0
-        if limit is not None:
-            tau_m = self._within(tau_m, gc, limit)
+        if post["rows"] is not None:                     # what the target itself achieves along the rows
+            post["rows"] += (self._acc(post["rows"][3], post["rows"][0], tau_m, post["rows"][2]),)
         return tau_m + gc
 
-    def _within(self, tau_m, gc, limit):
+    def enforce(self, tau, limit=None):
+        """The command as it will be sent (the safety filter's output: rate-limited, clamped) -> within
+        this step's envelope again: a new array, or tau itself when nothing had to change.
+
+        The safety filter's torque-rate limit moves the command from the last one sent toward apply()'s
+        target one rate step at a time; left alone it undoes the envelope's correction (a frame driven
+        through a plane while the command catches up).  So, after the filter: along every row apply()
+        used (a plane within its margin, a frame above 0.9 x its speed limit), the command sent must give
+        the frame at least the acceleration the envelope requires (the law's push outward only by the
+        fraction 1 - beta, plus the repulsion's and the damping's acceleration; never more than the
+        target itself gives), the smallest correction A^T mu in the M^-1 metric, scaled back only as
+        far as the effort limits need; then the force limit.  The envelope wins over the rate limit:
+        this correction is not rate-limited (it changes only as fast as the envelope's own terms: the
+        repulsion is a spring from the margin's edge, its damping ramps in over the first quarter of the
+        margin); the force limit wins over both.  Call it after apply() in the same step."""
+        post = self._post
+        if post is None:
+            return tau
+        self._post = None
+        gc, rows = post["gc"], post["rows"]
+        tau_m = tau - gc
+        changed = False
+        if rows is not None:
+            A, G, off, U, rep, n_planes, frac, floor, dmag, a_target = rows
+            a = self._acc(U, A, tau_m, off)
+            # each row bounds the command sent by its own acceleration, not the law's (a law that
+            # changes at once, a resume, a new reference, would make the bound jump): the fraction rule
+            # on it (a plane: no push outward at and beyond it; a speed row: no gain above the limit),
+            # a speed row's floor for the step and its damping above the limit
+            req = np.maximum(np.maximum(np.where(frac < 1.0, frac * np.minimum(a, 0.0), -np.inf), floor), dmag)
+            # a plane row: the repulsion too while the frame approaches (weighted by its approach speed,
+            # full from APPROACH_SPEED: a frame at rest, as at a resume, gets it through the rate limit)
+            req[:n_planes] = np.where(frac[:n_planes] < 1.0, frac[:n_planes] * np.minimum(a[:n_planes], 0.0),
+                                      -np.inf)
+            req[:n_planes] = np.maximum(req[:n_planes], rep)
+            mu = self._lcp(G, a - np.minimum(req, a_target))
+            if mu is not None:
+                corr = A.T @ mu
+                if limit is not None:
+                    corr = self._within(corr, tau, limit)
+                tau_m = tau_m + corr
+                changed = True
+        if self._force_on:
+            t = self._force_limit(tau_m)
+            changed = changed or t is not tau_m
+            tau_m = t
+        if not changed:
+            return tau
+        out = tau_m + gc
+        if limit is not None:
+            np.clip(out, -limit, limit, out=out)
+        self._flag("enforced")
+        return out
+
+    def _within(self, tau_m, gc, limit, base=None):
         """alpha tau_m with the largest alpha in [0, 1] that keeps |alpha tau_m + gc| <= limit per joint
-        (the correction's direction kept; gc within the limits, else unchanged)."""
+        (the correction's direction kept; gc within the limits, else unchanged).  With base (the law's
+        motion share, gc = base + g): base is scaled back first, the envelope's correction tau_m kept,
+        beta base + tau_m with the largest beta in [0, 1] within the limits; only if none is, the
+        correction too (beta = 0).  Returns the whole motion part."""
         cmd = tau_m + gc
         if np.all(np.abs(cmd) <= limit):
-            return tau_m
+            return tau_m if base is None else tau_m + base
+        self._flag("effort_scaled")
+        if base is not None:
+            g0 = gc - base                               # gravity (or 0)
+            fixed = tau_m + g0                           # with beta = 0
+            lo_b, hi_b = 0.0, 1.0
+            with np.errstate(divide="ignore", invalid="ignore"):
+                u = (limit - fixed) / base               # beta base + fixed <= limit
+                l = (-limit - fixed) / base              # >= -limit
+            pos, neg = base > 0, base < 0
+            if np.any(pos):
+                hi_b = min(hi_b, float(np.min(u[pos])))
+                lo_b = max(lo_b, float(np.max(l[pos])))
+            if np.any(neg):
+                hi_b = min(hi_b, float(np.min(l[neg])))
+                lo_b = max(lo_b, float(np.max(u[neg])))
+            zero = ~(pos | neg)
+            if hi_b >= lo_b and np.all(np.abs(fixed[zero]) <= limit[zero] + 1e-12):
+                return tau_m + hi_b * base
+            return self._within(tau_m, g0, limit)
         with np.errstate(divide="ignore", invalid="ignore"):
             hi = np.where(tau_m > 0, (limit - gc) / tau_m, np.where(tau_m < 0, (-limit - gc) / tau_m, np.inf))
         alpha = float(np.clip(np.min(hi), 0.0, 1.0))
-        self._flag("effort_scaled")
         return alpha * tau_m
 
-    def _no_push_out(self, qp, tau_m, A, lb_frac, drift, c):
-        """tau_m + A^T mu, mu >= 0 the smallest correction with A M^-1 tau' >= lb (module docstring, 2).
-        A speed row (drift not None) bounds the frame's whole acceleration along it,
-        a M^-1 (tau' - C v) + u . J' v: the speed itself, not only the command's share of it."""
+    def _rows(self, qp, A, drift, pm, pd, vp, g):
+        """(A, G = A M^-1 A^T regularized, off, U): off the rows' accelerations that do not come from the
+        command (a speed row: u . J' v - a M^-1 C(q, v) v; a plane: 0), U the Cholesky factor of M; None
+        if M is not positive definite."""
         M = pin.crba(self.pm, self.pd, qp)
         if self._perm is not None:
             M = M[np.ix_(self._perm, self._perm)]
         U, info = dpotrf(M, lower=0, clean=0)           # M = U^T U (upper triangle read)
         if info != 0:
-            return tau_m
+            return None
         k = A.shape[0]
-        B = np.empty((self.nv, k + 2))
-        B[:, 0] = tau_m
-        B[:, 1:k + 1] = A.T
-        B[:, k + 1] = 0.0 if c is None else c
-        X = A @ dpotrs(U, B, lower=0)[0]                 # A M^-1 [tau_m, A^T, C v]
-        a0 = X[:, 0]                                     # the accelerations the command asks along u
-        if c is not None:
-            a0 = a0 + np.array([0.0 if dr is None else dr - X[r, -1] for r, dr in enumerate(drift)])
-        b = a0 - np.array(lb_frac) * np.minimum(a0, 0.0)
-        if b.min() >= 0.0:
-            return tau_m
-        G = X[:, 1:k + 1]                                # A M^-1 A^T
-        if k == 1:
-            mu = np.array([-b[0] / G[0, 0]])
+        B = np.empty((self.nv, k + 1))
+        B[:, :k] = A.T
+        speed = any(x is not None for x in drift)
+        if speed:                                       # the speed rows: the frame's whole acceleration
+            c = pin.nonLinearEffects(pm, pd, qp, vp)
+            B[:, k] = (c if self._perm is None else c[self._perm]) - g          # C(q, v) v
         else:
-            G = 0.5 * (G + G.T) + 1e-10 * max(np.trace(G), 1e-300) * np.eye(k)
-            mu = np.maximum(quadprog.solve_qp(G, -b, np.eye(k), np.zeros(k))[0], 0.0)
-        return tau_m + A.T @ mu
+            B[:, k] = 0.0
+        X = A @ dpotrs(U, B, lower=0)[0]                 # A M^-1 [A^T, C v]
+        G = X[:, :k]
+        G = 0.5 * (G + G.T) + 1e-10 * max(np.trace(G), 1e-300) * np.eye(k)
+        off = np.array([0.0 if dr is None else dr - X[r, k] for r, dr in enumerate(drift)])
+        return A, G, off, U
+
+    def _acc(self, U, A, tau_m, off):
+        """The rows' accelerations under the command tau_m: A M^-1 tau_m + off."""
+        return A @ dpotrs(U, tau_m, lower=0)[0] + off
+
+    @staticmethod
+    def _lcp(G, b):
+        """mu >= 0 with G mu + b >= 0, mu^T (G mu + b) = 0 (the smallest correction A^T mu in the M^-1
+        metric that brings every row's acceleration to its bound), or None when b >= 0 (nothing to do)."""
+        if b.min() >= 0.0:
+            return None
+        k = b.size
+        if k == 1:
+            return np.array([-b[0] / G[0, 0]])
+        return np.maximum(quadprog.solve_qp(G, -b, np.eye(k), np.zeros(k))[0], 0.0)
 
     def _force_limit(self, tau_m):
         p = self._p
@@ -419,16 +575,24 @@ class SafetyEnvelope:
             self.counts["stops"] = self.counts.get("stops", 0) + 1
             self.stop_reason = f"{self.last_violation} for {self.violation_time:.3f} s"
 
-    def _stop_torque(self, q, v):
+    def _stop_torque(self, q, v, qp, dt):
+        """The stop's torque beyond gravity.  Its joint damping is bounded per joint by STOP_DAMPING_STEP
+        M_ii / dt: a damping D with D dt / M_ii > 2 is unstable in discrete time (the Panda's last joint,
+        M_77 ~ 0.005 kg m^2, at 1 kHz: D > 10 N m s/rad), a period-2 oscillation the rate limit then
+        sustains instead of a rest."""
         p = self._p
+        h = dt if 0.0 < dt <= 0.1 else 1e-3
+        M = pin.crba(self.pm, self.pd, qp)
+        m = np.diag(M) if self._perm is None else np.diag(M)[self._perm]
+        d = np.minimum(p.stop_damping, STOP_DAMPING_STEP * m / h)
         if self.state == "stopping" and float(np.max(np.abs(v))) < p.rest_velocity:
             self.state = "stopped"
             self.q_rest = np.array(q, dtype=float)
         if self.state == "stopped":
             if self.min_clearance < 0.0 or self.q_rest is None:
                 self.q_rest = np.array(q, dtype=float)       # outside: the repulsion brings it in first
-            return p.stop_stiffness * (self.q_rest - q) - p.stop_damping * v
-        return -p.stop_damping * v
+            return p.stop_stiffness * (self.q_rest - q) - d * v
+        return -d * v
 
     def resume(self):
         """Leave a stop: refused while a frame is outside or too fast."""

@@ -896,12 +896,16 @@ class ControlLoop:
         tau = self.law.compute(st)
         if self.tank.capacity > 0:
             self.tank.refill(self.law.damping_power * dt)
-        if self.envelope.enabled:
+        env_on = self.envelope.enabled
+        if env_on:
             tau = self._envelope(tau, st, dt, now)
         fallback = self._safe_torque if self._p["safe_command"] == "gravity" else None
         # the rate limit from when the last command left, the start ramp by the step clock (the time
         # since the last command left leaves out each step's own duration: a busy loop ramped slower)
+        prev = self.safety.prev
         tau = self.safety.apply(tau, st, dt_rate, fallback=fallback, ramp_dt=dt)
+        if env_on:
+            tau = self._envelope_sent(tau, prev, dt_rate)
         self.tau[:] = tau
         self.safe_reached = False
         self.total_steps += 1
@@ -919,6 +923,21 @@ class ControlLoop:
                                "then holding); ~/resume to go on")
             self._abort_payload_run("safety envelope stop", restore=False)
         return tau
+
+    def _envelope_sent(self, tau, prev, dt_rate):
+        """The safety filter's output back within the envelope (SafetyEnvelope.enforce: the rate limit
+        must not undo the envelope's correction); the filter then rate-limits the next command from the
+        one sent.  A step where the envelope's correction moved the command by more than the rate limit
+        allows is counted (envelope.rate_exceeded): there the envelope wins."""
+        out = self.envelope.enforce(tau, self.safety.limit)
+        if out is tau:
+            return tau
+        self.safety.hold(out)
+        if prev is not None:
+            step = self.safety.rate * min(dt_rate, self.safety._p.command_period)
+            if np.any(np.abs(out - prev) > step * (1.0 + 1e-9) + 1e-12):
+                self.envelope.counts["rate_exceeded"] = self.envelope.counts.get("rate_exceeded", 0) + 1
+        return out
 
     TIME_SCALE_RATE = (20.0, 2.0)   # 1/s: how fast a trajectory's time scale may fall and rise
 

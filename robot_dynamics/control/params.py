@@ -178,7 +178,8 @@ LOOP_PARAMS = [
     Spec("safety.margin", 0.05, "distance from a plane where the repulsion starts and the command's push "
          "outward begins to be removed [m]", "nonneg", live=True),
     Spec("safety.stiffness", 1000.0, "stiffness of the repulsion from the margin's edge [N/m]", "nonneg", live=True),
-    Spec("safety.damping", 100.0, "damping of the approach inside the margin [N s/m] (leaving is not damped)",
+    Spec("safety.damping", 100.0, "damping of the approach inside the margin [N s/m] (leaving is not damped; "
+         "ramped in over the first quarter of the margin)",
          "nonneg", live=True),
     Spec("safety.max_linear_speed", 0.0, "translational speed limit of each frame [m/s] (collaborative: "
          "0.25); 0: none", "nonneg", live=True),
@@ -190,7 +191,9 @@ LOOP_PARAMS = [
          live=True),
     Spec("safety.angular_speed_damping", 5.0, "damping of the angular speed above the limit [N m s/rad]",
          "nonneg", live=True),
-    Spec("safety.force_frame", "", "frame whose commanded wrench is limited; empty: the model's last frame",
+    Spec("safety.force_frame", "", "frame whose commanded wrench is limited (the command as sent: after the "
+         "workspace correction and the rate limit; the force limit wins over the workspace rows); empty: the "
+         "model's last frame",
          live=True),
     Spec("safety.max_force", 0.0, "bound on the norm of the force the command exerts at safety.force_frame "
          "(J^+T of the command beyond gravity) [N]; 0: none", "nonneg", live=True),
@@ -201,7 +204,8 @@ LOOP_PARAMS = [
     Spec("safety.stop_time", 0.5, "a violation (a frame outside, or above 1.05 x its speed limit) lasting this "
          "long stops the arm (damping to rest, then a hold; ~/resume leaves it) [s]; 0: never", "nonneg",
          live=True),
-    Spec("safety.stop_damping", 10.0, "joint damping of the stop [N m s/rad]", "nonneg", live=True),
+    Spec("safety.stop_damping", 10.0, "joint damping of the stop [N m s/rad], at most 0.5 M_ii / dt per joint "
+         "(discrete-time stable)", "nonneg", live=True),
     Spec("safety.stop_stiffness", 100.0, "joint stiffness of the hold after the stop [N m/rad]", "nonneg",
          live=True),
     Spec("safety.tank_capacity", 0.0, "energy tank for live stiffness changes of joint_impedance (k_gains) and "
