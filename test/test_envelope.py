@@ -503,3 +503,34 @@ def test_cartesian_trajectory_under_a_speed_limit_and_switching_the_envelope_off
     assert loop.envelope.state in ("stopping", "stopped") and loop.diagnostics()[0] == 2
     assert loop.set_params({"safety.frames": [], "safety.boxes": [], "safety.max_linear_speed": 0.0})[0]
     assert loop.envelope.state == "off" and "envelope" not in loop.diagnostics()[1]
+
+
+def test_the_readme_example_holds_the_start_pose_without_a_word():
+    """Bug: the README's example envelope has the package's own start pose (config/sim_panda.yaml's
+    initial_positions, the 'ready' pose) outside or within its margin: a user copying it would have the
+    arm repelled or stopped at start (panda_link4 was 45 mm outside the box's xmin -0.2).  The example
+    YAML, read from the README, applied as the loop's parameters: every listed frame's sphere clears
+    every plane and box face by more than safety.margin there (the clearances from the reference
+    backend's forward kinematics)."""
+    import pathlib
+    import re
+    import yaml
+    root = pathlib.Path(__file__).resolve().parents[1]
+    text = (root / "README.md").read_text()
+    section = text[text.index("### Cartesian safety envelope"):]
+    example = yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.S).group(1))
+    p = example["torque_controller"]["ros__parameters"]
+    q0 = np.array(yaml.safe_load((root / "config" / "sim_panda.yaml").read_text())
+                  ["/**"]["ros__parameters"]["initial_positions"])
+    ref = make_backend(Model.from_robot("panda"), "reference")
+    margin = p.get("safety.margin", 0.05)
+    planes = [np.array(p["safety.planes"][i:i + 4]) for i in range(0, len(p["safety.planes"]), 4)]
+    for i in range(0, len(p["safety.boxes"]), 6):
+        lo, hi = np.array(p["safety.boxes"][i:i + 3]), np.array(p["safety.boxes"][i + 3:i + 6])
+        for k in range(3):
+            e = np.eye(3)[k]
+            planes += [np.array([*e, lo[k]]), np.array([*-e, -hi[k]])]
+    for frame, r in zip(p["safety.frames"], p["safety.frame_radii"]):
+        x = ref.frame_placement(q0, frame)[1]
+        worst = min(float(n[:3] @ x - n[3]) - r for n in planes)
+        assert worst > margin, (frame, worst)
