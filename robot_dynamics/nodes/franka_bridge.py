@@ -412,7 +412,7 @@ class FrankaBridge(Node):
         self.create_subscription(JointTrajectory, "~/joint_trajectory", self._on_trajectory, 10)
         self.create_subscription(JointState, "~/target_joint_state", self._on_target_joint_state, 10)
         self.create_subscription(PoseStamped, "~/target_pose", self._on_target_pose, 10)
-        self.create_service(Trigger, "~/hold", self._srv_hold)
+        self.create_service(Trigger, "~/hold", trigger_handler(self.loop_lock, self._hold))
         # ~/resume: leave a safety-envelope stop of the in-process loop (safety.* parameters)
         self.create_service(Trigger, "~/resume", trigger_handler(self.loop_lock, lambda: self.loop.resume_envelope()))
         for srv, what in (("~/identify_dynamics", "identify"), ("~/identify_dynamics_status", "status"),
@@ -475,11 +475,9 @@ class FrankaBridge(Node):
             return CartesianReference(R, p)
         self._reference("target_pose", convert)
 
-    def _srv_hold(self, request, response):
-        with self.loop_lock:
-            ok, msg = self.loop.hold()
-        response.success, response.message = bool(ok), msg or "holding"
-        return response
+    def _hold(self):
+        ok, msg = self.loop.hold()
+        return ok, msg or "holding"
 
     def _dynamics_service(self, what):
         """~/identify_dynamics (started on the robot's clock; only while torque control runs),
