@@ -68,6 +68,7 @@ class DynamicsRun:
         self.phase = "idle"
         self.restore_pending = False
         self.path = None
+        self.gaps = ""
 
     # ------------------------------------------------------------------ start
     def start(self, now, t):
@@ -165,7 +166,9 @@ class DynamicsRun:
         loop.law.set_reference(JointReference(ref[0][0], ref[1][0], ref[2][0]))
 
     def _grid(self, t0, t1):
-        """(t, q, tau) on a uniform grid of the control period over [t0, t1)."""
+        """(t, q, tau, valid) on a uniform grid of the control period over [t0, t1); valid False where
+        the grid point lies in a gap of the record longer than dynamics_id.max_gap (states the loop
+        did not see: interpolated across, then left out by dataset())."""
         ts = np.array([r[0] for r in self.rec])
         Q = np.array([r[1] for r in self.rec])
         tau = np.array([r[2] for r in self.rec])
@@ -175,8 +178,10 @@ class DynamicsRun:
         h = self.loop.period
         g = np.arange(t0, t1, h)
         g = g[(g >= ts[0]) & (g <= ts[-1])]
+        i = np.clip(np.searchsorted(ts, g), 1, len(ts) - 1)
+        valid = (ts[i] - ts[i - 1]) <= self.p["max_gap"] + 0.5 * h
         return g, np.column_stack([np.interp(g, ts, Q[:, j]) for j in range(Q.shape[1])]), \
-            np.column_stack([np.interp(g, ts, tau[:, j]) for j in range(tau.shape[1])])
+            np.column_stack([np.interp(g, ts, tau[:, j]) for j in range(tau.shape[1])]), valid
 
     def _solve(self):
         p, m = self.p, self.model
@@ -184,20 +189,26 @@ class DynamicsRun:
             if len(self.rec) < 100:
                 raise ValueError(f"{len(self.rec)} samples: the joint states did not come")
             s0 = self.rec[0][0]                # the windows on the states' own clock (their stamps)
-            t, q, tau = self._grid(s0, s0 + self.T_id)
+            t, q, tau, valid = self._grid(s0, s0 + self.T_id)
             kw = dict(derivative_cutoff=p["derivative_cutoff"], cutoff=p["cutoff"], v_min=p["v_min"])
-            W, y, mask = idn.dataset(m, t, q, tau, inertial=self.inertial, **kw)
+            W, y, mask = idn.dataset(m, t, q, tau, inertial=self.inertial, valid=valid, **kw)
+            self.gaps = self._gap_text(valid, mask)
             base = idn.base_parameters(m, inertial=self.inertial)
             prior = idn.prior_parameters(m, inertial=self.inertial)
             est = idn.solve(W, y, base, theta_prior=prior, mask=mask)
-            tv, qv, tauv = self._grid(s0 + self.T_id, s0 + self.T_id + self.T_val)
-            Wj, yj, _ = idn.dataset(m, tv, qv, tauv, inertial=False, **kw)          # tau - URDF model
+            tv, qv, tauv, vv = self._grid(s0 + self.T_id, s0 + self.T_id + self.T_val)
+            kw["v_min"] = -1.0                        # the validation: every row but those near a gap
+            Wj, yj, mj = idn.dataset(m, tv, qv, tauv, inertial=False, valid=vv, **kw)   # tau - URDF model
+            rows = mj[:, 0]
+            if rows.sum() < 10:
+                raise ValueError("the validation period lost too many states (gaps in the record)")
+            yj = yj[rows]
             before = np.sqrt(np.mean(yj ** 2, axis=0))
             if self.inertial:
                 Wf, tf, _ = idn.dataset(m, tv, qv, tauv, inertial=True, **kw)
-                after = np.sqrt(np.mean((tf - est.predict(Wf)) ** 2, axis=0))
+                after = np.sqrt(np.mean((tf[rows] - est.predict(Wf[rows])) ** 2, axis=0))
             else:
-                after = np.sqrt(np.mean((yj - est.predict(Wj)) ** 2, axis=0))
+                after = np.sqrt(np.mean((yj - est.predict(Wj[rows])) ** 2, axis=0))
         except Exception as e:                 # noqa: BLE001 (a thread of its own: reported, never raised)
             self.done, self.ok, self.phase = True, False, "aborted"
             self.message = f"aborted: {e if isinstance(e, ValueError) else f'{type(e).__name__}: {e}'}; nothing applied"
@@ -217,6 +228,15 @@ class DynamicsRun:
         self.ok = self.done = True
         self.phase = "finished"
         self.loop._log("info", f"dynamics identification: {self.message}")
+
+    @staticmethod
+    def _gap_text(valid, mask):
+        """What the gaps in the record cost: '' when the loop saw every state."""
+        if valid.all():
+            return ""
+        starts = int(np.sum(valid[:-1] & ~valid[1:])) + int(not valid[0])
+        return (f"{int((~valid).sum())} samples in {starts} gap(s) of the record filled in, "
+                f"{100.0 * (1.0 - mask.any(axis=1).mean()):.0f} % of the rows left out near them")
 
     def _begin_move(self, target):
         loop = self.loop
@@ -257,9 +277,16 @@ class DynamicsRun:
     def result_text(self):
         terms = self.estimate.joint_terms(self.model)
         f = lambda a: np.array2string(np.asarray(a), precision=3, suppress_small=True)  # noqa: E731
+
+        def g(term):                                    # relative std [%] of a term, per joint
+            val, sd = term
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return np.array2string(100.0 * np.asarray(sd) / np.abs(val), precision=1, suppress_small=True)
         v = self.validation
         ratio = np.max(v["rms_identified"] / np.maximum(v["rms_urdf"], 1e-12))
         return (f"Ia {f(terms['Ia'][0])} kg m^2, fv {f(terms['fv'][0])} N m s/rad, fc {f(terms['fc'][0])} N m, "
-                f"offset {f(terms['off'][0])} N m (model order); validation torque RMS {f(v['rms_identified'])} "
+                f"offset {f(terms['off'][0])} N m (model order); relative std [%] Ia {g(terms['Ia'])}, "
+                f"fv {g(terms['fv'])}, fc {g(terms['fc'])}; validation torque RMS {f(v['rms_identified'])} "
                 f"N m against {f(v['rms_urdf'])} with the URDF alone (worst ratio {ratio:.2f}); "
-                f"cond {self.estimate.cond:.0f}" + (f"; {'; '.join(self.notes)}" if self.notes else ""))
+                f"cond {self.estimate.cond:.0f}" + (f"; {self.gaps}" if self.gaps else "")
+                + (f"; {'; '.join(self.notes)}" if self.notes else ""))

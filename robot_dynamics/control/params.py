@@ -151,6 +151,9 @@ LOOP_PARAMS = [
          "[rad/s]", "nonneg", live=True),
     Spec("dynamics_id.scale", 1.0, "friction_scale written with the result (the fraction compensated)",
          "nonneg", live=True),
+    Spec("dynamics_id.max_gap", 0.005, "a gap in the recorded states longer than this [s] (states the loop did "
+         "not see) is interpolated across and the rows within the filters' reach of it are left out",
+         "positive", live=True),
     Spec("dynamics_id.seed", 0, "seed of the excitation's random candidates", "nonneg", live=True),
     Spec("dynamics_id.torque_timing", "instant", "when the measured effort of a joint state acts: instant (measured "
          "at the state's time: a Franka's tau_J) or held_before (the effort held over the period before the state: "

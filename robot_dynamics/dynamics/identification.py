@@ -348,14 +348,18 @@ def lowpass(t, x, cutoff, order=4):
 
 
 def dataset(model, t, q, tau, inertial=True, derivative_cutoff=50.0, cutoff=10.0, step=5, v_min=0.03,
-            trim=0.5, band=FRICTION_BAND):
+            trim=0.5, band=FRICTION_BAND, valid=None):
     """(W, y, mask) for `solve` from uniformly sampled t, q, tau (model order): q' and q'' by
     `derivatives` (low-pass at derivative_cutoff), the regressor at every sample, then W and the
     torque alike low-passed at `cutoff` (parallel filtering) and decimated by `step`, `trim` seconds
     dropped at both ends (the filters' transients).  inertial=False: y = tau - RNEA_model.  mask: a
     joint's rows are left out wherever its speed fell below v_min within the parallel filter's reach
     (1 / (2 cutoff) either side): there Coulomb friction sticks, which the smooth sign does not model,
-    and the filter would spread that into the neighbouring rows."""
+    and the filter would spread that into the neighbouring rows.  valid (len(t) bool): the samples
+    that were measured (False: filled in across a gap in the record, e.g. states a loaded controller
+    did not see); every row within the two filters' reach of a filled-in sample (1 / (2 cutoff) +
+    1 / derivative_cutoff either side) is left out: the differentiated q across a gap is not the
+    arm's motion (tens of ms of missing states every few hundred ms put fv 78 % and Ia 11 % off)."""
     from scipy.ndimage import minimum_filter1d
     qf, v, a, _ = derivatives(t, q, cutoff=derivative_cutoff)
     W = regressor(model, qf, v, a, inertial=inertial, band=band)
@@ -365,11 +369,19 @@ def dataset(model, t, q, tau, inertial=True, derivative_cutoff=50.0, cutoff=10.0
     h = float(np.mean(np.diff(t)))
     Wf, yf = lowpass(t, W, cutoff), lowpass(t, y, cutoff)
     vmin = minimum_filter1d(np.abs(v), size=max(1, int(round(1.0 / (cutoff * h)))), axis=0)
+    keep = vmin > v_min
+    if valid is not None:
+        valid = np.asarray(valid, bool)
+        if valid.shape != (len(t),):
+            raise ValueError(f"dataset: valid must have one entry per sample ({len(t)}), got {valid.shape}")
+        reach = 1.0 / (cutoff * h) + 2.0 / (derivative_cutoff * h)
+        near_gap = minimum_filter1d(valid.astype(np.uint8), size=max(1, int(round(reach))) | 1) == 0
+        keep &= ~near_gap[:, None]
     k = int(round(trim / h))
     if len(t) <= 2 * k + step:
         raise ValueError(f"dataset: {len(t)} samples, fewer than the {2 * k} trimmed at the ends")
     sl = slice(k, len(t) - k, step)
-    return Wf[sl], yf[sl], vmin[sl] > v_min
+    return Wf[sl], yf[sl], keep[sl]
 
 
 def fourier_trajectory(coef_a, coef_b, q0, omega, t):
