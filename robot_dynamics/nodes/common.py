@@ -55,6 +55,20 @@ def trigger_handler(lock, action, on_error=None):
     return handler
 
 
+SILENT_AFTER = 20.0      # s a matched publisher may stay silent before the node names the likely cause
+
+
+def silent_publisher_hint(topic, publishers, seconds):
+    """What a node says when `publishers` (> 0) of `topic` are in its graph and nothing has come for
+    `seconds`: a publisher that sends nothing, or the one cause seen here (a process killed on this
+    host, then restarted: Fast DDS over shared memory delivered nothing to the new process for
+    minutes, eProsima/Fast-DDS#5053) and what works around it."""
+    return (f"{publishers} publisher(s) of {topic} in the graph and nothing received for {seconds:.0f} s: the "
+            "publisher sends nothing, or, after a process on this host was killed (kill -9, a crash), Fast "
+            "DDS's shared-memory transport stays silent toward a restarted reader (eProsima/Fast-DDS#5053): "
+            "start this node with FASTDDS_BUILTIN_TRANSPORTS=UDPv4, or restart the publisher")
+
+
 def make_qos(reliability="reliable", depth=10):
     """KEEP_LAST(depth) with the given reliability ('reliable' or 'best_effort'), volatile."""
     if reliability not in RELIABILITIES:

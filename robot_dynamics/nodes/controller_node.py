@@ -65,8 +65,8 @@ from ..control import ControlLoop
 from .. import realtime
 from ..dynamics import Model, self_check
 from .cdr import JointStateCdr, read_wrench_stamped
-from .common import (JointStateMapper, check_value, declare_all, make_executor, make_qos, param_value,
-                     wrench_to_array)
+from .common import (SILENT_AFTER, JointStateMapper, check_value, declare_all, make_executor, make_qos,
+                     param_value, silent_publisher_hint, wrench_to_array)
 from .control_path import ControlPath, TakeSubscription
 from .controller_inputs import ReferenceInputs
 from .controller_outputs import Outputs
@@ -274,10 +274,12 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
                     self._subscribe_robot_description()
                 if not have_fallback and waited > 1.0 and waited - self._autostart_logged >= 10.0:
                     self._autostart_logged = waited
+                    hint = ("; " + silent_publisher_hint(self._p("robot_description_topic"), pubs, waited)) \
+                        if pubs and waited >= SILENT_AFTER else ""
                     self._log.warn(f"autostart: waiting {waited:.0f} s for a robot description on "
                                    f"{self._p('robot_description_topic')} ({pubs} publisher(s) seen; "
                                    "it is read TRANSIENT_LOCAL: a publisher that is up delivers it at "
-                                   f"once), or set robot_description, urdf_path or robot{self._clock_note()}")
+                                   f"once), or set robot_description, urdf_path or robot{self._clock_note()}{hint}")
                 return
         self._log.info(f"autostart: configuring ({'robot_description parameter' if have_param else ''}"
                        f"{'' if have_param else (self._p('robot_description_topic') + ' received' if self._rd_msg else 'fallback ' + repr(self._p('urdf_path') or self._p('robot')))})")

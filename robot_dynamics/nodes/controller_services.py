@@ -10,7 +10,7 @@ from rcl_interfaces.msg import SetParametersResult
 
 from .. import realtime
 from ..control.params import SIX_KEYS
-from .common import REJECT_REASONS, check_value, trigger_handler
+from .common import REJECT_REASONS, SILENT_AFTER, check_value, silent_publisher_hint, trigger_handler
 from .controller_params import LOOP_PARAM_NAMES
 
 DIAG_LEVELS = {0: DiagnosticStatus.OK, 1: DiagnosticStatus.WARN, 2: DiagnosticStatus.ERROR}
@@ -141,6 +141,22 @@ class ControllerServices:
         return SetParametersResult(successful=True)
 
     # ---------------------------------------------------------------- diagnostics
+    _js_silent_since = None
+    _js_silent_logged = -1e9
+
+    def _silent_js(self, now, sub):
+        """Active without a joint state: once publishers are in the graph and nothing came for
+        SILENT_AFTER s, say the likely cause (every 30 s)."""
+        pubs = sub.get_publisher_count()
+        if not pubs:
+            self._js_silent_since = None
+            return
+        if self._js_silent_since is None:
+            self._js_silent_since = now
+        elif now - self._js_silent_since >= SILENT_AFTER and now - self._js_silent_logged >= 30.0:
+            self._js_silent_logged = now
+            self._log.warn(silent_publisher_hint(sub.topic_name, pubs, now - self._js_silent_since))
+
     def _publish_diagnostics(self):
         now = time.monotonic()
         window = max(now - self._diag_last, 1e-9)
@@ -175,6 +191,11 @@ class ControllerServices:
                 kv += loop_kv
                 if not self.active:
                     level, msg = DiagnosticStatus.OK, "inactive"
+                silent = self.active and not c.loop.have_state
+            if silent:                                    # active, and no joint state ever came
+                self._silent_js(now, c.js_sub)
+            else:
+                self._js_silent_since = None
         for r in REJECT_REASONS:
             kv.append((f"rejected.joint_states.{r}", str(self.counts[f"rejected.joint_states.{r}"])))
         total = sum(v for k, v in self.counts.items() if k.startswith("rejected.joint_states."))
