@@ -31,12 +31,11 @@ K_POS = 300.0                          # N/m, fr3_cartesian_impedance.yaml task.
 
 def identify(tmp):
     import yaml
-    from franka_harness import identify_dynamics, rig
+    from franka_harness import FRANKY_SIM_ID, identify_dynamics, rig
     out = Path(tmp) / "fr3_dynamics.yaml"
     (Path(tmp) / "id").mkdir()
     with rig(Path(tmp) / "id", "joint_impedance", mode="in_process",
-             **{"dynamics_id.period": 4.0, "dynamics_id.periods": 2, "dynamics_id.torque_timing": "held_before",
-                "dynamics_id.output": str(out)}) as (procs, probe, sim):
+             **FRANKY_SIM_ID, **{"dynamics_id.output": str(out)}) as (procs, probe, sim):
         ok, msg = identify_dynamics(probe, procs)
     if not ok:
         raise SystemExit(f"identification failed: {msg}")

@@ -514,6 +514,12 @@ def identify_dynamics(probe, procs, timeout=240.0, again_on_effort_limit=2):
         print(f"identify_dynamics: {msg}; started again", flush=True)
 
 
+# the identification run on franky-sim: its tau_J is the torque applied over the period before the state
+# (held_before), and its MuJoCo steps with the implicitfast integrator (semi-implicit Euler: the torque's
+# acceleration shows at the period's start, hold_pairing start; paired mid, fv came out up to 39 % high)
+FRANKY_SIM_ID = {"dynamics_id.period": 4.0, "dynamics_id.periods": 2, "dynamics_id.torque_timing": "held_before",
+                 "dynamics_id.hold_pairing": "start"}
+
 FRICTION_KEYS = ("friction_viscous", "friction_coulomb", "friction_offset", "friction_smoothing",
                  "friction_compensation")
 

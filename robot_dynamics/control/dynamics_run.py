@@ -173,8 +173,14 @@ class DynamicsRun:
         Q = np.array([r[1] for r in self.rec])
         tau = np.array([r[2] for r in self.rec])
         if not self.measured or self.p["torque_timing"] == "held_before":
-            # tau recorded at k was held over [k-1, k]: pair it with the state in the middle
-            ts, Q, tau = 0.5 * (ts[:-1] + ts[1:]), 0.5 * (Q[:-1] + Q[1:]), tau[1:]
+            # tau recorded at k was held over [k-1, k]: pair it with the state in the middle (a
+            # continuous-time plant), or with the state at its start (hold_pairing start: a plant
+            # integrated by semi-implicit Euler, q+ = q + h v+, v+ = v + h a, whose position second
+            # difference at k-1 is the acceleration that torque gave)
+            if self.p["hold_pairing"] == "start":
+                ts, Q, tau = ts[:-1], Q[:-1], tau[1:]
+            else:
+                ts, Q, tau = 0.5 * (ts[:-1] + ts[1:]), 0.5 * (Q[:-1] + Q[1:]), tau[1:]
         h = self.loop.period
         g = np.arange(t0, t1, h)
         g = g[(g >= ts[0]) & (g <= ts[-1])]

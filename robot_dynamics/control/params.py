@@ -159,6 +159,11 @@ LOOP_PARAMS = [
          "at the state's time: a Franka's tau_J) or held_before (the effort held over the period before the state: "
          "a simulator's applied effort, MuJoCo's and this package's sim node); the command sent is always "
          "held over the period after it", "choices", ("instant", "held_before"), live=True),
+    Spec("dynamics_id.hold_pairing", "mid", "where a torque held over a period (held_before, or the command "
+         "sent) acts: mid (the period's middle: a continuous-time plant, a real arm, an RK4 simulator) or start "
+         "(a plant integrated by semi-implicit Euler: MuJoCo's Euler / implicit / implicitfast integrators, "
+         "franky-sim, Gazebo's ODE and DART; paired mid there, fv came out 9-27 % high)",
+         "choices", ("mid", "start"), live=True),
     Spec("dynamics_id.output", "", "write the result (every law's friction_*, armature) to this parameters "
          "file; empty: not written (the result is still in the status)", live=True),
     Spec("payload_id.max_mass_std", 0.05, "refuse to attach an estimate whose mass std / mass exceeds this",
