@@ -534,3 +534,195 @@ def test_the_readme_example_holds_the_start_pose_without_a_word():
         x = ref.frame_placement(q0, frame)[1]
         worst = min(float(n[:3] @ x - n[3]) - r for n in planes)
         assert worst > margin, (frame, worst)
+
+
+# ---- the optimized arithmetic against a straightforward evaluation (no MuJoCo: the envelope's own maths) ----
+
+def test_lcp_matches_quadprog_and_the_complementarity_conditions():
+    """Bug: the active-set enumeration of SafetyEnvelope._lcp (k <= 3 rows) taking a wrong set (a row's
+    w = G mu + b or mu left negative, a row dropped), or the quadprog path (k > 3) broken.  Random
+    positive definite G (eigenvalues 1e-2..1e2), random b over six decades with some exact zeros (ties):
+    mu >= 0, w >= 0 and mu^T w = 0 to 1e-9 of the problem's scale, and mu equal to quadprog's solution of
+    min 1/2 mu^T G mu + b^T mu, mu >= 0 (the unique one) to 1e-9 relative."""
+    import quadprog
+    from robot_dynamics.control.envelope import SafetyEnvelope
+    rng = np.random.default_rng(7)
+    solved = {}
+    for k in (1, 2, 3, 4, 5):
+        for _ in range(1500):
+            Q = np.linalg.qr(rng.standard_normal((k, k)))[0]
+            G = Q @ np.diag(10.0 ** rng.uniform(-2, 2, k)) @ Q.T
+            G = 0.5 * (G + G.T)
+            b = rng.standard_normal(k) * 10.0 ** rng.uniform(-3, 3)
+            b[rng.random(k) < 0.15] = 0.0
+            mu = SafetyEnvelope._lcp(G, b)
+            if b.min() >= 0.0:
+                assert mu is None
+                continue
+            ref = np.maximum(quadprog.solve_qp(G, -b, np.eye(k), np.zeros(k))[0], 0.0)
+            w = G @ mu + b
+            scale = np.abs(b).max()
+            assert mu.min() >= 0.0 and w.min() >= -1e-9 * scale, (G, b, mu, w)
+            assert abs(mu @ w) <= 1e-9 * scale * np.abs(mu).max(), (G, b, mu, w)
+            assert np.abs(mu - ref).max() <= 1e-9 * np.abs(ref).max(), (G, b, mu, ref)
+            solved[k] = solved.get(k, 0) + 1
+    print(f"LCPs solved per size: {solved}")
+    assert min(solved.values()) > 500
+
+
+class _StraightforwardEnvelope:
+    """The envelope with its arithmetic as documented, evaluated the plain way (what it was before the
+    per-step factorizations): the rows' G = A M^-1 A^T and accelerations from np.linalg.solve, every LCP
+    by quadprog, the force limit's wrench from a fresh Jacobian and np.linalg.solve at every call.  The
+    rest of apply()/enforce() (the rows, bounds, order) is the envelope's own, shared."""
+
+    @staticmethod
+    def make(model, params):
+        import pinocchio as pin
+        import quadprog
+        from robot_dynamics.control.envelope import SafetyEnvelope
+
+        class Reference(SafetyEnvelope):
+            sizes = []       # the LCPs' sizes (those with something to do)
+            conds = []       # cond(G) of every step with rows
+
+            def _rows(self, A, drift, M, qp, vp, g):
+                k, n_speed = A.shape[0], len(drift)
+                MiAt = np.linalg.solve(M, A.T)                               # M^-1 A^T
+                G = A @ MiAt
+                G = 0.5 * (G + G.T) + 1e-10 * max(np.trace(G), 1e-300) * np.eye(k)
+                off = None
+                if n_speed:
+                    Cv = pin.nonLinearEffects(self.pm, self.pd, qp, vp) - g     # C(q, v) v
+                    off = np.zeros(k)
+                    off[k - n_speed:] = np.array(drift) - (A @ np.linalg.solve(M, Cv))[k - n_speed:]
+                self.conds.append(np.linalg.cond(G))
+                return G, MiAt.T, off
+
+            @staticmethod
+            def _lcp(G, b):
+                if b.min() >= 0.0:
+                    return None
+                k = b.size
+                Reference.sizes.append(k)
+                return np.maximum(quadprog.solve_qp(G, -b, np.eye(k), np.zeros(k))[0], 0.0)
+
+            def _force_limit(self, tau_m):
+                p = self._p
+                J = self._jacobian(self.force_fid)
+                F = np.linalg.solve(J @ J.T + 1e-8 * np.eye(6), J @ tau_m)
+                Fc = F.copy()
+                for k in range(3):
+                    if p.max_force_axis[k] > 0:
+                        Fc[k] = np.clip(Fc[k], -p.max_force_axis[k], p.max_force_axis[k])
+                for sl, lim in ((slice(0, 3), p.max_force), (slice(3, 6), p.max_torque)):
+                    nrm = float(np.linalg.norm(Fc[sl]))
+                    if lim > 0 and nrm > lim:
+                        Fc[sl] *= lim / nrm
+                if np.any(Fc != F):
+                    self._flag("force")
+                    tau_m = tau_m - J.T @ (F - Fc)
+                return tau_m
+
+        return Reference(model, params)
+
+
+def _random_frames_and_planes(rng, q):
+    """1-3 of the tcp, link6, link4, and 0-2 planes per frame with random normals, each within or just
+    beyond the margin (0.05 m) of the frame at q."""
+    frames = [str(f) for f in rng.choice([TCP, "panda_link6", "panda_link4"], size=int(rng.integers(1, 4)),
+                                         replace=False)]
+    planes = []
+    for f in frames:
+        p = REF.frame_placement(q, f)[1]
+        for _ in range(int(rng.integers(0, 3))):
+            n = rng.standard_normal(3)
+            n /= np.linalg.norm(n)
+            planes += [*n, float(n @ p) - rng.uniform(-0.01, 0.06)]
+    return frames, planes
+
+
+def test_the_optimized_envelope_matches_a_straightforward_evaluation():
+    """Bug: an optimization of the active path changing a result: the LCP's closed forms, the per-step
+    factorizations reused (M's Cholesky as W = A M^-1 for every row acceleration, the LU of J J^T + l^2 I
+    for every force limit), the bounds' bookkeeping for enforce().  Random arms states (Q0 +- 0.4 rad,
+    random velocities), commands, planes placed within or just beyond the margin of 1-3 frames, speed
+    limits, force / per-axis force / moment limits at the tcp or link7, with and without gravity in the
+    command, 20 steps each: apply() and enforce() (on the target plus a random rate-limit lag) agree with
+    _StraightforwardEnvelope to 1e-9 relative, and so do the state and the reasons.  Left out: effort
+    limits (limit=None: the effort scaling of a correction is discontinuous where a joint is already at
+    its limit, any rounding difference can flip it; it is the same code on both sides) and steps whose
+    G = A M^-1 A^T has a condition number above 1e5 (nearly parallel rows: quadprog's own rounding is
+    then far above 1e-9; they are counted)."""
+    from robot_dynamics.control.envelope import SafetyEnvelope
+    rng = np.random.default_rng(11)
+    worst, compared, skipped, forced = 0.0, 0, 0, 0
+    sizes = set()
+    for trial in range(120):
+        q = Q0 + rng.uniform(-0.4, 0.4, 7)
+        frames, planes = _random_frames_and_planes(rng, q)
+        prm = {"frames": frames, "radii": [float(rng.uniform(0.0, 0.02))], "planes": planes, "margin": 0.05,
+               "stop_time": float(rng.choice([0.0, 0.01]))}
+        if rng.random() < 0.6:
+            prm["max_linear_speed"] = float(rng.uniform(0.1, 0.5))
+        if rng.random() < 0.3:
+            prm["max_angular_speed"] = float(rng.uniform(0.3, 2.0))
+        if rng.random() < 0.5:
+            prm.update(max_force=float(rng.uniform(5.0, 60.0)), force_frame=str(rng.choice([TCP, "panda_link7"])))
+            if rng.random() < 0.5:
+                prm["max_force_axis"] = rng.uniform(0.0, 30.0, 3).round(0).tolist()
+            if rng.random() < 0.5:
+                prm["max_torque"] = float(rng.uniform(1.0, 10.0))
+        fast, ref = SafetyEnvelope(MODEL, prm), _StraightforwardEnvelope.make(MODEL, prm)
+        gravity_in = bool(rng.random() < 0.7)
+        v = rng.standard_normal(7) * rng.uniform(0.0, 0.8)
+        for step in range(20):
+            q = q + DT * v
+            v = v + rng.standard_normal(7) * rng.choice([0.05, 0.3])      # (jumps: the speed rows ahead of the band)
+            tau = REF.gravity(q) * gravity_in + rng.standard_normal(7) * rng.uniform(0.0, 20.0)
+            n_cond = len(ref.conds)
+            t_fast, t_ref = fast.apply(tau, q, v, DT, gravity_in), ref.apply(tau, q, v, DT, gravity_in)
+            lag = rng.standard_normal(7) * rng.uniform(0.1, 3.0)
+            e_fast, e_ref = fast.enforce(t_fast + lag), ref.enforce(t_ref + lag)
+            assert fast.state == ref.state and fast.reasons == ref.reasons, (trial, step, fast.reasons, ref.reasons)
+            if len(ref.conds) > n_cond and ref.conds[-1] > 1e5:
+                skipped += 1
+                continue
+            for x, y in ((t_fast, t_ref), (e_fast, e_ref)):
+                worst = max(worst, float(np.abs(x - y).max() / max(np.abs(y).max(), 1e-12)))
+            compared += 1
+            forced += "force" in ref.reasons
+        sizes.update(ref.sizes)
+        ref.sizes.clear()
+    print(f"steps compared {compared} (skipped for cond(G) > 1e5: {skipped}), with the force limit acting "
+          f"{forced}; LCP sizes {sorted(sizes)}; worst relative difference {worst:.1e}")
+    assert worst <= 1e-9
+    assert compared > 1200 and forced > 100 and {1, 2, 3, 4} <= sizes
+
+
+def test_a_command_at_the_target_is_left_alone():
+    """Bug: enforce() correcting a command sent exactly as apply() targeted it (the rate limit not
+    binding) because its rows' acceleration under tau - g differs in the last bit from the target's
+    (computed from tau_m, tau = tau_m + g): an 'enforced' step and a correction of rounding size, along
+    nearly parallel rows (G ill-conditioned) up to 1e-4 N m.  Random states, commands, planes and speed
+    limits on 1-3 frames, effort limits on: enforce(apply(...)) returns the target itself."""
+    from robot_dynamics.control.envelope import SafetyEnvelope
+    rng = np.random.default_rng(5)
+    limit = np.asarray(MODEL.effort_limits, float)
+    acted = 0
+    for trial in range(80):
+        q = Q0 + rng.uniform(-0.4, 0.4, 7)
+        frames, planes = _random_frames_and_planes(rng, q)
+        env = SafetyEnvelope(MODEL, {"frames": frames, "planes": planes, "margin": 0.05, "stop_time": 0.0,
+                                     "max_linear_speed": float(rng.uniform(0.1, 0.5))})
+        gravity_in = bool(rng.random() < 0.7)
+        v = rng.standard_normal(7) * rng.uniform(0.0, 0.8)
+        for step in range(20):
+            q = q + DT * v
+            v = v + rng.standard_normal(7) * rng.choice([0.05, 0.3])
+            tau = REF.gravity(q) * gravity_in + rng.standard_normal(7) * rng.uniform(0.0, 20.0)
+            target = env.apply(tau, q, v, DT, gravity_in, limit)
+            acted += env._post is not None and env._post["rows"] is not None
+            assert env.enforce(target, limit) is target, (trial, step, env.reasons)
+    print(f"steps with rows {acted}")
+    assert acted > 500

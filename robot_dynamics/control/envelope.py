@@ -24,7 +24,8 @@ safety filter is handed:
    limit, falling linearly to 0 across the margin (or from 1.0 to 0.9 x the speed limit): the command
    stays continuous; a speed row also gains no more speed in one step than is left to the limit,
    >= -(v_max - |v|)/dt.  The smallest correction (M^-1 metric) is tau_m + A^T mu, mu >= 0 from the
-   LCP G mu + b >= 0, mu^T (G mu + b) = 0, G = A M^-1 A^T (closed form for one row, quadprog else);
+   LCP G mu + b >= 0, mu^T (G mu + b) = 0, G = A M^-1 A^T (closed form for one row, its active sets
+   enumerated up to LCP_ENUMERATE rows, quadprog beyond);
 3. repulsion and damping: along each such normal F_n = k (margin - s) + c ramp max(-n . v_f, 0) (a
    spring from the margin's edge; the approach is damped, leaving is free; ramp goes 0 -> 1 over the
    first DAMPING_RAMP of the margin so the command does not jump where a frame enters it), and above
@@ -57,15 +58,19 @@ force limit again.  Who wins when they conflict:
    repulsion).  Only resume() leaves it (the loop then restarts the law without a jump).
 
 Cost on the Panda with 3 frames and 6 planes: one forward kinematics and the clearances when nothing
-is near a limit; Jacobians, M and the small QP only when something is.
+is near a limit; Jacobians, M and the small LCP only when something is (bench/envelope.py).  Per active
+step the factorizations are made once (M = U^T U, the LU of J J^T + l^2 I) and reused by every solve;
+the LCP of up to LCP_ENUMERATE rows is solved exactly by enumerating its active sets (G positive
+definite: one solution), quadprog beyond.
 """
 import math
 from dataclasses import asdict, dataclass, field
+from itertools import combinations
 
 import numpy as np
 import pinocchio as pin
 import quadprog
-from scipy.linalg.lapack import dpotrf, dpotrs
+from scipy.linalg.lapack import dgetrf, dgetrs, dpotrf, dpotrs
 
 from .base import check_scalar
 from .safety import merged_params
@@ -77,6 +82,8 @@ PREDICT = 2.0             # steps ahead the speed is extrapolated to decide whet
 STOP_DAMPING_STEP = 0.5  # the stop's joint damping at most this x M_ii / dt (discrete-time stable)
 APPROACH_SPEED = 0.02     # m/s: enforce() requires a plane's repulsion in full from this approach speed
 DAMPING_RAMP = 0.25       # the approach damping ramps in over this fraction of the margin (continuous)
+LCP_ENUMERATE = 3         # up to this many rows the LCP is solved by enumerating its active sets
+FORCE_REG = 1e-8 * np.eye(6)   # l^2 I of the force limit's damped pseudo-inverse
 
 
 @dataclass
@@ -126,6 +133,7 @@ class SafetyEnvelope:
         self._perm = None if model.v_identity else model.v_to_pin
         self._p = None
         self._post = None                  # this step's rows and requirement, for enforce()
+        self._force = None                 # this step's (J, LU of J J^T + l^2 I) at force_frame
         self._a0 = np.zeros(self.nv)
         self.counts = {}
         self.set_params(params if params is not None else EnvelopeParams())
@@ -273,6 +281,7 @@ class SafetyEnvelope:
         along its motion part, so that the clamp does not undo the correction.  A non-finite tau is
         passed through (the safety filter answers it) unless a stop replaces it."""
         self._post = None
+        self._force = None                  # the force limit's factors: made at this step's first use
         if not self.enabled:
             return tau
         if self.reasons:
@@ -318,16 +327,14 @@ class SafetyEnvelope:
             return tau
         if not stop and not math.isfinite(float(np.dot(tau, tau))):
             return tau
-        if not self._speed_on:                              # the velocities: only now needed
-            for i, fid in enumerate(self.fids):
-                V[i] = pin.getFrameVelocity(pm, pd, fid, LWA).vector
         near = S < p.margin
         # the slow path: Jacobians (of the frames concerned), g, M
         pin.computeJointJacobians(pm, pd, qp)
         g = pin.computeGeneralizedGravity(pm, pd, qp)
         g = g.copy() if self._perm is None else g[self._perm]
+        M = self._mass(qp) if stop else None            # (the rows' M too: one crba a step)
         if stop:
-            tau_m = self._stop_torque(q, v, qp, dt)
+            tau_m = self._stop_torque(q, v, M, dt)
         else:
             tau_m = tau - g if gravity_in_tau else tau.copy()
             if self._force_on:                          # the law's own push bounded first (and 6.)
@@ -340,10 +347,11 @@ class SafetyEnvelope:
             J = Js.get(i)
             if J is None:
                 J = Js[i] = self._jacobian(self.fids[i])
+                if not self._speed_on:                  # the velocity: only now needed
+                    V[i] = pin.getFrameVelocity(pm, pd, self.fids[i], LWA).vector
             n, s = self.N[j], float(S[i, j])
             rows.append(n @ J[:3])
             lb_frac.append(0.0 if s <= 0.0 or margin <= 0.0 else s / margin)       # 1 - beta
-            drift.append(None)                          # a plane: what the command does, not the drift
             vn = float(n @ V[i, :3])
             ramp = 1.0 if margin <= 0.0 else min(1.0, (margin - s) / (DAMPING_RAMP * margin))
             mags.append(p.stiffness * (margin - s) + (p.damping * ramp * -vn if vn < 0.0 else 0.0))
@@ -373,12 +381,16 @@ class SafetyEnvelope:
         law_m = tau_m
         post = self._post = {"gc": gc, "g": g, "rows": None}
         if rows:
-            rows_ = self._rows(qp, np.array(rows), drift, pm, pd, vp, g)
+            A = np.array(rows)
+            rows_ = self._rows(A, drift, self._mass(qp) if M is None else M, qp, vp, g)
             if rows_ is not None:
-                A, G, off, U = rows_
-                frac, mags, floor = np.array(lb_frac), np.array(mags), np.array(floor)
+                G, W, off = rows_
+                # (no_rule, for enforce(): + 0 where the fraction is below 1, + -inf (no fraction rule) at 1)
+                no_rule = [0.0 if f < 1.0 else -math.inf for f in lb_frac]
+                frac, mags, floor, no_rule = np.array([lb_frac, mags, floor, no_rule])
+                dmag = G.diagonal() * mags              # a speed row's own damping, as an acceleration
                 # 2. the law's push outward, a fraction 1 - beta of it let through
-                a0 = self._acc(U, A, tau_m, off)
+                a0 = self._acc(W, tau_m, off)
                 lb1 = np.maximum(frac * np.minimum(a0, 0.0), floor)
                 mu = self._lcp(G, a0 - lb1)
                 # 3. the repulsion and the speed damping, J^T F
@@ -390,25 +402,31 @@ class SafetyEnvelope:
                 # the acceleration outward at what 2.-3. left (no more pushed out by the braking)
                 # (above the limit: at least the deceleration the row's damping alone gives, whatever
                 # the other rows' forces do to this frame)
-                lb2 = np.where(np.arange(len(a1)) < n_planes, np.minimum(a1, 0.0),
-                               np.maximum(np.maximum(frac * np.minimum(a1, 0.0), floor), np.diag(G) * mags))
+                lb2 = np.maximum(np.maximum(frac * np.minimum(a1, 0.0), floor), dmag)
+                lb2[:n_planes] = np.minimum(a1[:n_planes], 0.0)
                 mu2 = self._lcp(G, a1 - lb2)
                 if mu2 is not None:
                     tau_m = tau_m + A.T @ mu2
                     a1 = a1 + G @ mu2
-                # for enforce(): the repulsion's acceleration a plane row requires of the command sent
-                w = np.zeros(len(mags))
-                w[:n_planes] = approach
-                post["rows"] = (A, G, off, U, G[:n_planes] @ (w * mags), n_planes, frac, floor, np.diag(G) * mags)
+                # for enforce(), each row's fixed lower bound: a plane row, the repulsion's acceleration
+                # it requires of the command sent (w: the approach weight, 0 for the speed rows); a speed
+                # row, its floor for the step and its damping: max(floor, dmag)
+                w = np.array(approach + [0.0] * (len(mags) - n_planes))
+                low = np.maximum(floor, dmag)
+                low[:n_planes] = G[:n_planes] @ (w * mags)
+                post["rows"] = (A, G, W, off, frac, no_rule, low)
         if limit is not None:                           # the law's share scaled back first
             tau_m = self._within(tau_m - law_m, law_m + gc, limit, base=law_m)
         if self._force_on:                              # 5. the force limit: last, it wins
             tau_m = self._force_limit(tau_m)
         if not stop:
             self.state = "acting" if rows or self.reasons else "ok"
+        out = tau_m + gc
         if post["rows"] is not None:                     # what the target itself achieves along the rows
-            post["rows"] += (self._acc(post["rows"][3], post["rows"][0], tau_m, post["rows"][2]),)
-        return tau_m + gc
+            # (from out - gc, the motion part enforce() sees when handed the target: a command already at
+            # the target is left alone, not corrected by the rounding of (tau_m + gc) - gc)
+            post["rows"] += (self._acc(W, out - gc, off),)
+        return out
 
     def enforce(self, tau, limit=None):
         """The command as it will be sent (the safety filter's output: rate-limited, clamped) -> within
@@ -433,18 +451,17 @@ class SafetyEnvelope:
         tau_m = tau - gc
         changed = False
         if rows is not None:
-            A, G, off, U, rep, n_planes, frac, floor, dmag, a_target = rows
-            a = self._acc(U, A, tau_m, off)
+            A, G, W, off, frac, no_rule, low, a_target = rows
+            a = self._acc(W, tau_m, off)
             # each row bounds the command sent by its own acceleration, not the law's (a law that
             # changes at once, a resume, a new reference, would make the bound jump): the fraction rule
-            # on it (a plane: no push outward at and beyond it; a speed row: no gain above the limit),
-            # a speed row's floor for the step and its damping above the limit
-            req = np.maximum(np.maximum(np.where(frac < 1.0, frac * np.minimum(a, 0.0), -np.inf), floor), dmag)
-            # a plane row: the repulsion too while the frame approaches (weighted by its approach speed,
-            # full from APPROACH_SPEED: a frame at rest, as at a resume, gets it through the rate limit)
-            req[:n_planes] = np.where(frac[:n_planes] < 1.0, frac[:n_planes] * np.minimum(a[:n_planes], 0.0),
-                                      -np.inf)
-            req[:n_planes] = np.maximum(req[:n_planes], rep)
+            # on it where the fraction is below 1 (a plane: no push outward at and beyond it; a speed
+            # row: no gain above the limit), and the row's fixed bound `low`: a speed row's floor for
+            # the step and its damping above the limit; a plane row's repulsion while the frame
+            # approaches (weighted by its approach speed, full from APPROACH_SPEED: a frame at rest,
+            # as at a resume, gets it through the rate limit).  (+ no_rule: -inf drops the fraction rule
+            # where the fraction is 1, + 0 keeps it elsewhere)
+            req = np.maximum(frac * np.minimum(a, 0.0) + no_rule, low)
             mu = self._lcp(G, a - np.minimum(req, a_target))
             if mu is not None:
                 corr = A.T @ mu
@@ -459,8 +476,8 @@ class SafetyEnvelope:
         if not changed:
             return tau
         out = tau_m + gc
-        if limit is not None:
-            np.clip(out, -limit, limit, out=out)
+        if limit is not None:                           # (np.clip's arithmetic, without its overhead)
+            np.minimum(np.maximum(out, -limit, out=out), limit, out=out)
         self._flag("enforced")
         return out
 
@@ -471,7 +488,7 @@ class SafetyEnvelope:
         beta base + tau_m with the largest beta in [0, 1] within the limits; only if none is, the
         correction too (beta = 0).  Returns the whole motion part."""
         cmd = tau_m + gc
-        if np.all(np.abs(cmd) <= limit):
+        if (np.abs(cmd) <= limit).all():
             return tau_m if base is None else tau_m + base
         self._flag("effort_scaled")
         if base is not None:
@@ -497,63 +514,92 @@ class SafetyEnvelope:
         alpha = float(np.clip(np.min(hi), 0.0, 1.0))
         return alpha * tau_m
 
-    def _rows(self, qp, A, drift, pm, pd, vp, g):
-        """(A, G = A M^-1 A^T regularized, off, U): off the rows' accelerations that do not come from the
-        command (a speed row: u . J' v - a M^-1 C(q, v) v; a plane: 0), U the Cholesky factor of M; None
-        if M is not positive definite."""
+    def _mass(self, qp):
+        """M(q), model order."""
         M = pin.crba(self.pm, self.pd, qp)
-        if self._perm is not None:
-            M = M[np.ix_(self._perm, self._perm)]
+        return M if self._perm is None else M[np.ix_(self._perm, self._perm)]
+
+    def _rows(self, A, drift, M, qp, vp, g):
+        """(G = A M^-1 A^T regularized, W = A M^-1, off) for the rows A (the speed rows last, drift their
+        u . J' v): off the rows' accelerations that do not come from the command (a speed row:
+        u . J' v - a M^-1 C(q, v) v; a plane: 0; None without speed rows), so that a command tau_m gives
+        the rows W tau_m + off (_acc); None if M is not positive definite."""
         U, info = dpotrf(M, lower=0, clean=0)           # M = U^T U (upper triangle read)
         if info != 0:
             return None
-        k = A.shape[0]
-        B = np.empty((self.nv, k + 1))
-        B[:, :k] = A.T
-        speed = any(x is not None for x in drift)
-        if speed:                                       # the speed rows: the frame's whole acceleration
-            c = pin.nonLinearEffects(pm, pd, qp, vp)
+        k, n_speed = A.shape[0], len(drift)
+        if n_speed:                                     # the speed rows: the frame's whole acceleration
+            B = np.empty((self.nv, k + 1))
+            B[:, :k] = A.T
+            c = pin.nonLinearEffects(self.pm, self.pd, qp, vp)
             B[:, k] = (c if self._perm is None else c[self._perm]) - g          # C(q, v) v
         else:
-            B[:, k] = 0.0
-        X = A @ dpotrs(U, B, lower=0)[0]                 # A M^-1 [A^T, C v]
+            B = A.T
+        Y = dpotrs(U, B, lower=0)[0]                     # M^-1 [A^T, C v]
+        X = A @ Y                                        # A M^-1 [A^T, C v]
         G = X[:, :k]
-        G = 0.5 * (G + G.T) + 1e-10 * max(np.trace(G), 1e-300) * np.eye(k)
-        off = np.array([0.0 if dr is None else dr - X[r, k] for r, dr in enumerate(drift)])
-        return A, G, off, U
+        reg = 1e-10 * max(G.trace(), 1e-300)
+        G = 0.5 * (G + G.T)                             # + reg I: positive definite, as a regularization
+        G.flat[::k + 1] += reg
+        off = None
+        if n_speed:
+            Cv = X[k - n_speed:, k].tolist()            # a M^-1 C v of the speed rows
+            off = np.array([0.0] * (k - n_speed) + [dr - x for dr, x in zip(drift, Cv)])
+        return G, Y[:, :k].T, off                       # (W = A M^-1 = (M^-1 A^T)^T: once for every _acc)
 
-    def _acc(self, U, A, tau_m, off):
+    @staticmethod
+    def _acc(W, tau_m, off):
         """The rows' accelerations under the command tau_m: A M^-1 tau_m + off."""
-        return A @ dpotrs(U, tau_m, lower=0)[0] + off
+        a = W @ tau_m
+        return a if off is None else a + off
 
     @staticmethod
     def _lcp(G, b):
         """mu >= 0 with G mu + b >= 0, mu^T (G mu + b) = 0 (the smallest correction A^T mu in the M^-1
-        metric that brings every row's acceleration to its bound), or None when b >= 0 (nothing to do)."""
-        if b.min() >= 0.0:
+        metric that brings every row's acceleration to its bound), or None when b >= 0 (nothing to do).
+        G positive definite: the solution is unique, so the closed form (one row), the enumeration of
+        the active sets (up to LCP_ENUMERATE rows) and quadprog (beyond, or if rounding leaves the
+        enumeration without an answer) give the same mu."""
+        bl = b.tolist()                                  # (a few rows: Python floats, cheaper than numpy)
+        if min(bl) >= 0.0:
             return None
-        k = b.size
+        k = len(bl)
         if k == 1:
-            return np.array([-b[0] / G[0, 0]])
-        return np.maximum(quadprog.solve_qp(G, -b, np.eye(k), np.zeros(k))[0], 0.0)
+            return np.array([-bl[0] / G[0, 0]])
+        if k <= LCP_ENUMERATE:
+            mu = _lcp_active_sets(G.tolist(), bl)
+            if mu is not None:
+                return np.array(mu)
+        C = _MU_GE_0.get(k)
+        if C is None:
+            C = _MU_GE_0[k] = (np.eye(k), np.zeros(k))  # mu >= 0 (quadprog leaves them unchanged)
+        return np.maximum(quadprog.solve_qp(G, -b, *C)[0], 0.0)
 
     def _force_limit(self, tau_m):
         p = self._p
-        J = self._jacobian(self.force_fid)
-        JJt = J @ J.T + 1e-8 * np.eye(6)
-        F = np.linalg.solve(JJt, J @ tau_m)              # F = J^+T tau_m (the wrench it exerts)
-        Fc = F.copy()
-        fa = np.asarray(p.max_force_axis)
+        if self._force is None:
+            # this step's Jacobian (computeJointJacobians of apply()) and LU factors of J J^T + l^2 I,
+            # for every force limit of the step (apply's two, enforce's): the arithmetic of
+            # np.linalg.solve (LAPACK dgesv = dgetrf, then dgetrs), the factorization made once
+            J = self._jacobian(self.force_fid)
+            lu, piv, _ = dgetrf(J @ J.T + FORCE_REG)
+            self._force = (J, lu, piv)
+        J, lu, piv = self._force
+        F = dgetrs(lu, piv, J @ tau_m)[0].tolist()     # F = J^+T tau_m (the wrench it exerts)
+        Fc = F[:]
+        fa = p.max_force_axis
         for k in range(3):
             if fa[k] > 0:
                 Fc[k] = min(max(Fc[k], -fa[k]), fa[k])
-        for sl, lim in ((slice(0, 3), p.max_force), (slice(3, 6), p.max_torque)):
-            nrm = float(np.linalg.norm(Fc[sl]))
+        for i, lim in ((0, p.max_force), (3, p.max_torque)):
+            x, y, z = Fc[i:i + 3]
+            nrm = math.sqrt(x * x + y * y + z * z)       # (the same sum as np.linalg.norm's)
             if lim > 0 and nrm > lim:
-                Fc[sl] *= lim / nrm
-        if np.any(Fc != F):
+                s = lim / nrm
+                Fc[i:i + 3] = x * s, y * s, z * s
+        if Fc != F:
             self._flag("force")
-            tau_m = tau_m - J.T @ (F - Fc)
+            tau_m = tau_m - J.T @ np.array([f - fc for f, fc in zip(F, Fc)])
         return tau_m
 
     def _track_violation(self, S, dt):
@@ -575,17 +621,15 @@ class SafetyEnvelope:
             self.counts["stops"] = self.counts.get("stops", 0) + 1
             self.stop_reason = f"{self.last_violation} for {self.violation_time:.3f} s"
 
-    def _stop_torque(self, q, v, qp, dt):
+    def _stop_torque(self, q, v, M, dt):
         """The stop's torque beyond gravity.  Its joint damping is bounded per joint by STOP_DAMPING_STEP
         M_ii / dt: a damping D with D dt / M_ii > 2 is unstable in discrete time (the Panda's last joint,
         M_77 ~ 0.005 kg m^2, at 1 kHz: D > 10 N m s/rad), a period-2 oscillation the rate limit then
         sustains instead of a rest."""
         p = self._p
         h = dt if 0.0 < dt <= 0.1 else 1e-3
-        M = pin.crba(self.pm, self.pd, qp)
-        m = np.diag(M) if self._perm is None else np.diag(M)[self._perm]
-        d = np.minimum(p.stop_damping, STOP_DAMPING_STEP * m / h)
-        if self.state == "stopping" and float(np.max(np.abs(v))) < p.rest_velocity:
+        d = np.minimum(p.stop_damping, STOP_DAMPING_STEP * M.diagonal() / h)
+        if self.state == "stopping" and max(map(abs, v.tolist())) < p.rest_velocity:
             self.state = "stopped"
             self.q_rest = np.array(q, dtype=float)
         if self.state == "stopped":
@@ -604,6 +648,69 @@ class SafetyEnvelope:
         self.violation_time = 0.0
         self.q_rest = None
         return True, "resumed"
+
+
+_MU_GE_0 = {}             # k -> quadprog's constraints mu >= 0: (I, 0)
+
+# k -> {active set S: the rows off it}, by size: the candidates of _lcp_active_sets
+_ACTIVE_SETS = {k: {S: tuple(j for j in range(k) if j not in S)
+                    for n in range(1, k + 1) for S in combinations(range(k), n)}
+                for k in range(2, LCP_ENUMERATE + 1)}
+
+
+def _lcp_active_sets(G, b):
+    """_lcp's mu for a few rows (G, b: lists), by enumerating the active sets S: mu_S = -G_SS^-1 b_S
+    (a small Cholesky), 0 elsewhere, is the solution iff mu_S >= 0 and w = G mu + b >= 0 off S (the KKT
+    conditions of min 1/2 mu^T G mu + b^T mu, mu >= 0; G positive definite: exactly one S passes, up
+    to ties where they give the same mu).  The rows with b < 0 first (usually the answer).  w is
+    tested to its rounding (1e-12 of its terms), mu_S exactly (a mu_i rounded below 0 is a tie: S
+    without i passes).  None if no set passes (rounding; the caller then asks quadprog)."""
+    sets = _ACTIVE_SETS[len(b)]
+    first = tuple(i for i, x in enumerate(b) if x < 0.0)
+    for S in [first] + [S for S in sets if S != first]:
+        m = _solve_spd([[G[i][j] for j in S] for i in S], [-b[i] for i in S])
+        if m is None or min(m) < 0.0:
+            continue
+        for j in sets[S]:                               # w_j = b_j + G_jS mu_S >= 0
+            terms = [G[j][i] * x for i, x in zip(S, m)]
+            if b[j] + sum(terms) < -1e-12 * (abs(b[j]) + sum(map(abs, terms))):
+                break
+        else:
+            mu = [0.0] * len(b)
+            for i, x in zip(S, m):
+                mu[i] = x
+            return mu
+    return None
+
+
+def _solve_spd(G, b):
+    """x with G x = b, G a small symmetric positive definite matrix (lists): Cholesky G = L L^T, then
+    the two triangular solves; None if G is not numerically positive definite."""
+    n = len(b)
+    if n == 1:
+        return [b[0] / G[0][0]] if G[0][0] > 0.0 else None
+    L = [[0.0] * n for _ in range(n)]
+    for i in range(n):
+        for j in range(i + 1):
+            s = G[i][j]
+            for m in range(j):
+                s -= L[i][m] * L[j][m]
+            if i == j:
+                if s <= 0.0:
+                    return None
+                L[i][i] = math.sqrt(s)
+            else:
+                L[i][j] = s / L[j][j]
+    x = list(b)
+    for i in range(n):                                 # L y = b
+        for m in range(i):
+            x[i] -= L[i][m] * x[m]
+        x[i] /= L[i][i]
+    for i in reversed(range(n)):                       # L^T x = y
+        for m in range(i + 1, n):
+            x[i] -= L[m][i] * x[m]
+        x[i] /= L[i][i]
+    return x
 
 
 class EnergyTank:
