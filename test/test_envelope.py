@@ -726,3 +726,19 @@ def test_a_command_at_the_target_is_left_alone():
             assert env.enforce(target, limit) is target, (trial, step, env.reasons)
     print(f"steps with rows {acted}")
     assert acted > 500
+
+
+def test_a_rounding_size_share_on_a_saturated_joint_keeps_the_correction():
+    """Bug: the effort scaling of a correction (SafetyEnvelope._within) dropped the whole correction
+    (alpha 0) when one joint, already at its effort limit, had a rounding-size share of it pushing
+    further out (seen: a 4 N m correction dropped for a 1e-32 N m share, quadprog's rounding).  The
+    correction is kept (that share left to the clamp); a real share on that joint still scales it."""
+    from robot_dynamics.control.envelope import SafetyEnvelope
+    env = SafetyEnvelope(MODEL, {"frames": [TCP], "planes": [0.0, 0.0, 1.0, -1.0]})
+    limit = np.asarray(MODEL.effort_limits, float)
+    cmd = np.zeros(7)
+    cmd[3] = limit[3]                                   # joint 4 at its limit
+    corr = np.array([4.0, -2.0, 1.0, 1e-32, 0.5, 0.0, 0.0])
+    np.testing.assert_array_equal(env._within(corr, cmd, limit), corr)
+    corr[3] = 1.0                                       # a real push beyond the limit: none of it
+    np.testing.assert_array_equal(env._within(corr, cmd, limit), 0.0 * corr)

@@ -509,8 +509,13 @@ class SafetyEnvelope:
             if hi_b >= lo_b and np.all(np.abs(fixed[zero]) <= limit[zero] + 1e-12):
                 return tau_m + hi_b * base
             return self._within(tau_m, g0, limit)
+        # a joint whose share of the correction is rounding-size (below 1e-9 of its largest) does not
+        # decide alpha: at its limit already, it would drop the whole correction (alpha 0) for 1e-30 N m;
+        # the clamp after takes that share
+        small = np.abs(tau_m) <= 1e-9 * float(np.abs(tau_m).max())
         with np.errstate(divide="ignore", invalid="ignore"):
             hi = np.where(tau_m > 0, (limit - gc) / tau_m, np.where(tau_m < 0, (-limit - gc) / tau_m, np.inf))
+        hi[small] = np.inf
         alpha = float(np.clip(np.min(hi), 0.0, 1.0))
         return alpha * tau_m
 
