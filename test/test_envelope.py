@@ -732,13 +732,15 @@ def test_a_rounding_size_share_on_a_saturated_joint_keeps_the_correction():
     """Bug: the effort scaling of a correction (SafetyEnvelope._within) dropped the whole correction
     (alpha 0) when one joint, already at its effort limit, had a rounding-size share of it pushing
     further out (seen: a 4 N m correction dropped for a 1e-32 N m share, quadprog's rounding).  The
-    correction is kept (that share left to the clamp); a real share on that joint still scales it."""
+    correction is scaled as the other joints need (that share left to the clamp); a real share on that
+    joint still stops it."""
     from robot_dynamics.control.envelope import SafetyEnvelope
     env = SafetyEnvelope(MODEL, {"frames": [TCP], "planes": [0.0, 0.0, 1.0, -1.0]})
     limit = np.asarray(MODEL.effort_limits, float)
     cmd = np.zeros(7)
+    cmd[0] = limit[0] - 1.0                             # joint 1 1 N m below its limit
     cmd[3] = limit[3]                                   # joint 4 at its limit
-    corr = np.array([4.0, -2.0, 1.0, 1e-32, 0.5, 0.0, 0.0])
-    np.testing.assert_array_equal(env._within(corr, cmd, limit), corr)
+    corr = np.array([4.0, -2.0, 1.0, 1e-12, 0.5, 0.0, 0.0])
+    np.testing.assert_allclose(env._within(corr, cmd, limit), 0.25 * corr, rtol=1e-15)   # joint 1 decides
     corr[3] = 1.0                                       # a real push beyond the limit: none of it
     np.testing.assert_array_equal(env._within(corr, cmd, limit), 0.0 * corr)
