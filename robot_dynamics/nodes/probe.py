@@ -128,6 +128,18 @@ class Probe(Node):
         with self.lock:
             return int(self.ctl_diag.get(f"{self.diag_prefix}accepted.{what}", 0))
 
+    def renew_publisher(self, attr, msg_type, why, timeout=10.0):
+        """The publisher self.<attr> made anew (a new writer, announced afresh; same topic and QoS),
+        once it sees a subscription again (up to `timeout`); printed with `why`.  Returns it."""
+        pub = getattr(self, attr)
+        topic, qos = pub.topic_name, pub.qos_profile
+        self.destroy_publisher(pub)
+        pub = self.create_publisher(msg_type, topic, qos)
+        setattr(self, attr, pub)
+        print(f"probe: {why}; publisher on {topic} made anew", flush=True)
+        self.wait_for(lambda: pub.get_subscription_count() > 0, timeout)
+        return pub
+
     def publish_confirmed(self, attr, msg, what, timeout=60.0, again_after=3.0, renew_after=15.0):
         """Publish a reference on the publisher self.<attr> and make sure the controller took it: its
         accepted.<what> count (on /diagnostics) goes up, or the message is sent again after
@@ -147,14 +159,10 @@ class Probe(Node):
             pub = getattr(self, attr)
             if time.monotonic() >= t_renew:
                 t_renew = time.monotonic() + renew_after
-                topic, qos = pub.topic_name, pub.qos_profile
-                self.destroy_publisher(pub)
-                pub = self.create_publisher(type(msg), topic, qos)
-                setattr(self, attr, pub)
                 renewed += 1
-                print(f"probe: {what} not accepted after {time.monotonic() - t0:.0f} s; "
-                      f"publisher on {topic} made anew", flush=True)
-                self.wait_for(lambda: pub.get_subscription_count() > 0, max(0.0, t_end - time.monotonic()))
+                pub = self.renew_publisher(attr, type(msg), f"{what} not accepted after "
+                                                              f"{time.monotonic() - t0:.0f} s",
+                                           max(0.0, t_end - time.monotonic()))
             with self.lock:
                 n0 = self.n_ctl_diag
             t_pub = time.monotonic()
