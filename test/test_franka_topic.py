@@ -156,7 +156,11 @@ def test_controller_killed_mid_motion_stops_the_arm(ros, tmp_path):
     with the value the bridge was started with (the rig's 1 s: a controller's first steps on a loaded
     host left 0.3 s gaps), the stop seen that long after the last command; then tightened live to
     0.3 s (default 0.1 s) once the controller runs, as a user may, the kill during a trajectory."""
-    with rig(tmp_path, "computed_torque") as (procs, probe, sim):
+    # the gravity guard off: it is not what this tests, and a loaded run saw it trip on the restarted
+    # controller's legitimate command (computed torque lagging the 8 s trajectory after ~/recover, its PD
+    # pulling joints 2 and 4 the way gravity does: fraction 0.95 of g(q)), a heuristic's limit (README);
+    # the guard's own tests are test_double_gravity_compensation_* and test_franka_units
+    with rig(tmp_path, "computed_torque", gravity_guard=False) as (procs, probe, sim):
         import os
         import signal
         # 1. the start-up value (the rig's 1 s, never set live): the stop says it, and comes not much
