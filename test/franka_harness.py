@@ -482,36 +482,16 @@ def rig(tmp_path, law=None, mode="topic", controller_over=None, push=False, **br
 
 
 def identify_dynamics(probe, procs, timeout=240.0, again_on_effort_limit=2):
-    """~/identify_dynamics of the in-process bridge, then its status polled until the run ends.
-    Returns (ok, the status message); AssertionError when the run does not start from the measured
-    effort (the robot's tau_J).  A run aborted because the law's command reached an effort limit is
-    started again (`again_on_effort_limit` times, printed), as a user would: in loaded suite runs
-    (a CPU hog beside the suite) joints 1 or 3 hit their 87 N m in 3 of 8 runs, the excitation needing
-    a few; a control callback late on a loaded host (franky-sim steps on with the last torque: a delay
-    in a 400 N m/rad loop) is what does that, and the abort is the run's safe answer to it."""
+    """~/identify_dynamics of the in-process bridge, its status polled until the run ends, started
+    again after an effort-limit abort (robustness_harness.run_identification).  Returns (ok, the
+    status message)."""
     from std_srvs.srv import Trigger
+    from robustness_harness import run_identification
 
     def call(srv):
         r = probe._call(Trigger, srv, Trigger.Request(), 10.0, srv)
         return (False, f"{srv}: no response") if r is None else (r.success, r.message)
-    t_end = time.monotonic() + timeout
-    for attempt in range(again_on_effort_limit + 1):
-        while True:                              # refused while an aborted run moves the arm back
-            ok, msg = call("identify_dynamics")
-            if ok or attempt == 0 or time.monotonic() > t_end:
-                break
-            time.sleep(1.0)
-        assert ok, msg
-        assert "measured effort" in msg, msg
-        while True:                              # the run: excitation and validation on the robot's clock
-            procs.check_alive()
-            ok, msg = call("identify_dynamics_status")
-            if ok or "aborted" in msg or "failed" in msg or time.monotonic() > t_end:
-                break
-            time.sleep(1.0)
-        if ok or "effort limit" not in msg or attempt == again_on_effort_limit:
-            return ok, msg
-        print(f"identify_dynamics: {msg}; started again", flush=True)
+    return run_identification(call, timeout, procs.check_alive, again_on_effort_limit)
 
 
 # the identification run on franky-sim: its tau_J is the torque applied over the period before the state

@@ -114,6 +114,39 @@ def call_trigger(cli, name, timeout=TIMEOUT, check=None):
     return r.success, r.message
 
 
+def run_identification(call, timeout, check=None, again_on_effort_limit=2, poll=1.0):
+    """An identification run through its Trigger services, started again after an effort-limit abort
+    (`again_on_effort_limit` times, printed), as a user would.  call(srv) -> (success, message) for
+    srv in identify_dynamics / identify_dynamics_status; check() between polls (the processes live).
+    Returns (ok, the status message); AssertionError when a run does not start from the measured
+    effort.  Why the restarts: on a loaded host a late control step (the plant stepping on with the
+    last torque: franky-sim, or a sim node whose states stall) puts the excitation's reference ahead
+    of the arm, the law's command reaches an effort limit and the run aborts, its safe answer (seen
+    in loaded suite runs: franky-sim joints 1 or 3 at 87 N m in 3 of 8 runs, the sim node's joint 5
+    at 32 N m of its 12 in 1 of 1)."""
+    t_end = time.monotonic() + timeout
+    for attempt in range(again_on_effort_limit + 1):
+        while True:                              # refused while an aborted run moves the arm back
+            ok, msg = call("identify_dynamics")
+            if ok or time.monotonic() > t_end:
+                break
+            if check is not None:
+                check()
+            time.sleep(poll)
+        assert ok, msg
+        assert "measured effort" in msg, msg
+        while True:                              # the run: excitation, validation, the solve
+            if check is not None:
+                check()
+            ok, msg = call("identify_dynamics_status")
+            if ok or "aborted" in msg or "failed" in msg or time.monotonic() > t_end:
+                break
+            time.sleep(poll)
+        if ok or "effort limit" not in msg or attempt == again_on_effort_limit:
+            return ok, msg
+        print(f"identification: {msg}; started again", flush=True)
+
+
 def call_service(node, srv_type, name, request, timeout=TIMEOUT):
     """Call a service from `node` (spun elsewhere) and return the response; fail after timeout."""
     cli = node.create_client(srv_type, name)

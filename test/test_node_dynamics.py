@@ -6,7 +6,7 @@ parameters file it writes.  No timed assertion: results are waited for with gene
 
 import numpy as np
 import pytest
-from robustness_harness import call_trigger, poll_until
+from robustness_harness import call_trigger, poll_until, run_identification
 
 CTL = "/torque_controller"
 PLANT = {"damping": 0.3, "friction": 0.5, "armature": 0.1}
@@ -57,22 +57,11 @@ def test_node_identifies_friction_and_rotor_inertia(ros, tmp_path):
             realtime=RT_TEST)
         probe.start()
         assert probe.wait_for(lambda: probe.q is not None, 60.0, check=procs.check_alive), logs()
-        got = {}
         # the sim holds the arm on its brakes until the controller's command has settled: an excitation
         # started before that pulls against them (the law's command then saturates: the run aborts)
         assert until(lambda: sim_diag.get("brakes") == "off", 60.0), f"{sim_diag}\n{logs()}"
 
-        def started():
-            ok, got["start"] = call("identify_dynamics")
-            return ok
-        assert until(started, 60.0), f"{got.get('start')}\n{logs()}"
-        assert "measured effort" in got["start"], got["start"]
-
-        def finished():
-            got["status"] = call("identify_dynamics_status")
-            return got["status"][0] or "aborted" in got["status"][1]
-        assert until(finished, 180.0), f"{got.get('status')}\n{logs()}"
-        ok, status = got["status"]
+        ok, status = run_identification(call, 240.0, procs.check_alive)
         assert ok, f"{status}\n{logs()}"
         assert until(out.exists, 10.0), status
         p = yaml.safe_load(open(out))["/**"]["ros__parameters"]
