@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from robustness_harness import call_trigger, poll_until
+from robustness_harness import call_trigger, poll_until, start_trigger
 
 TCP = "panda_hand_tcp"
 PAYLOAD = dict(mass=2.0, com=[0.03, -0.02, 0.06])
@@ -82,7 +82,7 @@ def test_node_identify_attach_and_hold(ros, tmp_path):
         assert probe.wait_for(lambda: probe.q is not None, 60.0, check=procs.check_alive), logs()
 
         def started():
-            ok, msg = call("identify_payload")
+            ok, msg = start_trigger(clients["identify_payload"], "identify_payload", check=procs.check_alive)
             got["start"] = msg
             return ok
         # the controller activates after its model is loaded and the first states arrive
