@@ -486,11 +486,11 @@ def identify_dynamics(probe, procs, timeout=240.0, again_on_effort_limit=2):
     again after an effort-limit abort (robustness_harness.run_identification).  Returns (ok, the
     status message)."""
     from std_srvs.srv import Trigger
-    from robustness_harness import run_identification
+    from robustness_harness import NO_RESPONSE, run_identification
 
     def call(srv):
         r = probe._call(Trigger, srv, Trigger.Request(), 10.0, srv)
-        return (False, f"{srv}: no response") if r is None else (r.success, r.message)
+        return (False, f"{srv}: {NO_RESPONSE}") if r is None else (r.success, r.message)
     return run_identification(call, timeout, procs.check_alive, again_on_effort_limit)
 
 

@@ -103,6 +103,10 @@ def poll_until(pred, timeout, poll=0.05, check=None):
     return False
 
 
+NO_RESPONSE = "no response"
+LOST_START = "started by the call whose response was lost"
+
+
 def call_trigger(cli, name, timeout=TIMEOUT, check=None, lost_ok=False):
     """One std_srvs/Trigger call on the client `cli` (spun elsewhere): (success, message); fails when
     the service is missing or does not answer within timeout (lost_ok: (False, "<name>: no
@@ -111,14 +115,10 @@ def call_trigger(cli, name, timeout=TIMEOUT, check=None, lost_ok=False):
     assert cli.wait_for_service(timeout_sec=TIMEOUT), f"no {name} service"
     fut = cli.call_async(Trigger.Request())
     if not poll_until(fut.done, timeout, 0.01, check):
-        assert lost_ok, f"{name}: no response"
+        assert lost_ok, f"{name}: {NO_RESPONSE}"
         return False, f"{name}: {NO_RESPONSE}"
     r = fut.result()
     return r.success, r.message
-
-
-NO_RESPONSE = "no response"
-LOST_START = "started by the call whose response was lost"
 
 
 def started_if_lost(ok, msg, lost):
