@@ -27,7 +27,8 @@ How a run works.  Each node under test and the driver are separate processes
      slot is sent at once; a slot more than one period late is skipped and counted), warm-up 1 s,
      then the recorded window;
   3. timestamps each send and each reply with time.perf_counter_ns in its own process (replies are
-     received by a SingleThreadedExecutor in a second thread).
+     taken by a thread that waits on the reply subscriptions itself, control_path.TakeAll: no
+     executor, so the driver's own receive path takes little of the CPU the node under test needs).
 Matching a reply to its message:
   * echo node: exact.  Joint 7's position carries the sequence number k as q7 = q7_0 + k * 1e-10 rad
     (at most 1e-4 rad over a run, harmless for a controller); the echo node returns the positions, and
@@ -105,11 +106,11 @@ def run_driver(a):
     import threading
 
     import rclpy
-    from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
 
+    from robot_dynamics.nodes.control_path import TakeAll, TakeSubscription
     from robot_dynamics.nodes.echo_node import make_qos
 
     meta = {"status": "ok"}
@@ -143,7 +144,10 @@ def run_driver(a):
         cnt[0] = i + 1
         ev.set()
 
-    node.create_subscription(Float64MultiArray, OUT_TOPIC, on_reply, make_qos(q[2], 100))
+    # the replies (and ~/state) taken on a thread of their own (control_path.TakeAll), not through an
+    # executor: at 1 kHz per topic an executor costs the driver most of a core, which on 2 cores it
+    # takes from the node under test
+    takes = [(TakeSubscription(node, Float64MultiArray, OUT_TOPIC, make_qos(q[2], 100)), on_reply)]
 
     # the controller's ~/state (one per control step, published right after the command, reliable):
     # position/velocity = the law's reference/error, from which the analysis recovers the input's seq
@@ -167,11 +171,8 @@ def run_driver(a):
         sev.set()
 
     if a.state_topic:
-        node.create_subscription(JointState, a.state_topic, on_state, make_qos("reliable", 100))
-    ex = SingleThreadedExecutor()
-    ex.add_node(node)
-    th = threading.Thread(target=ex.spin, daemon=True)
-    th.start()
+        takes.append((TakeSubscription(node, JointState, a.state_topic, make_qos("reliable", 100)), on_state))
+    rx = TakeAll(node, takes, name="driver_rx").start()
 
     msg = JointState()
     msg.name = list(PANDA_JOINTS)
@@ -255,7 +256,7 @@ def run_driver(a):
                  recv_zero=recv_zero[n0:n1], keys=keys,
                  s_pos=s_pos[sn0:sn1], s_vel=s_vel[sn0:sn1], s_eff=s_eff[sn0:sn1],
                  recv_data=recv_data[n0:n1] if a.state_topic else recv_data[:0])
-    ex.shutdown(timeout_sec=1.0)
+    rx.destroy()
     node.destroy_node()
     rclpy.try_shutdown()
     Path(a.out + ".json").write_text(json.dumps(meta))
@@ -799,7 +800,7 @@ def main(argv=None):
           f"{env.get('RMW_IMPLEMENTATION', 'default (rmw_fastrtps_cpp)')}  ROS_DOMAIN_ID {env['ROS_DOMAIN_ID']}  "
           f"discovery {env['ROS_AUTOMATIC_DISCOVERY_RANGE']}")
     print(f"  mode {'quick' if a.quick else 'full'}: latency/sustained {dur:g} s recorded per run, matrix "
-          f"{mdur:g} s, warm-up {a.warmup:g} s; driver: SingleThreadedExecutor in a receive thread, "
+          f"{mdur:g} s, warm-up {a.warmup:g} s; driver: a TakeAll receive thread, "
           f"absolute-deadline sleep loop; node executor {a.node_executor}, QoS (in>out) "
           f"{qos_label(node_qos)} (the driver mirrors the node's QoS)")
     print(f"  raw data and logs: {tmp}" + ("" if a.keep else " (deleted at the end; --keep to keep)"))

@@ -95,6 +95,51 @@ def test_path_takes_what_no_executor_sees(ctx):
     assert not path.running
 
 
+def test_take_all_hands_every_message_of_every_topic(ctx):
+    """TakeAll (the probe's and the benchmark driver's receive path): every message of each of its
+    subscriptions reaches that subscription's handler, in the order published, none skipped (two
+    topics published interleaved faster than a handler runs); a handler that raises is counted and the
+    thread goes on; destroy() ends the thread and releases the subscriptions."""
+    from sensor_msgs.msg import JointState
+    from robot_dynamics.nodes.control_path import TakeAll
+    node = rclpy.create_node("ta_node", context=ctx)
+    talker = rclpy.create_node("ta_talker", context=ctx)
+    got = {"a": [], "b": []}
+
+    def on_a(msg):
+        if msg.data and msg.data[0] == -1.0:
+            raise RuntimeError("boom")
+        got["a"].append(msg.data[0])
+
+    def on_b(msg):
+        time.sleep(1e-4)                                   # slower than the publisher: a backlog
+        got["b"].append(msg.position[0])
+
+    sa = TakeSubscription(node, Float64MultiArray, "/ta_a", 200)
+    sb = TakeSubscription(node, JointState, "/ta_b", 200)
+    rec = TakeAll(node, [(sa, on_a), (sb, on_b)], name="ta_test").start()
+    try:
+        pa = talker.create_publisher(Float64MultiArray, "/ta_a", 200)
+        pb = talker.create_publisher(JointState, "/ta_b", 200)
+        wait_for(lambda: pa.get_subscription_count() > 0 and pb.get_subscription_count() > 0,
+                 what="both subscriptions matched")
+        assert list(node.subscriptions) == [], "no executor has anything of it to wait on"
+        for k in range(150):
+            pa.publish(Float64MultiArray(data=[float(k)]))
+            pb.publish(JointState(position=[float(k)]))
+        wait_for(lambda: len(got["a"]) == 150 and len(got["b"]) == 150, what="all 2 x 150 messages handed over")
+        assert got["a"] == [float(k) for k in range(150)] and got["b"] == got["a"]
+        pa.publish(Float64MultiArray(data=[-1.0]))
+        pa.publish(Float64MultiArray(data=[7.0]))
+        wait_for(lambda: got["a"][-1] == 7.0, what="a message after the failing one")
+        assert rec.errors == 1
+    finally:
+        rec.destroy()
+        talker.destroy_node()
+        node.destroy_node()
+    assert rec._thread is None and rec.subs == [], "the thread ended and the subscriptions were released"
+
+
 # ------------------------------------------------------------------------------------------------ the node at 1 kHz
 class Stream:
     """Joint states at `rate` Hz from a thread (absolute deadlines) at q = `q` (settable)."""

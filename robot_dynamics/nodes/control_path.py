@@ -276,3 +276,76 @@ class ControlPath:
     def stats(self):
         return {"messages": self.messages, "superseded": self.superseded, "wakeups": self.wakeups,
                 "errors": self.errors}
+
+
+class TakeAll:
+    """A thread that waits on several TakeSubscriptions at once and hands every message it takes to
+    that subscription's handler, none skipped (the recording side of a probe or a driver: each state,
+    command and reply with its receipt time, at 1 kHz per topic for a few per cent of a core, where an
+    rclpy executor takes about 0.4 ms of CPU per message).
+
+        rec = TakeAll(node, [(TakeSubscription(node, JointState, "/joint_states", 50), on_js), ...])
+        rec.start()      # handler(msg) on the thread, in the order taken (topic by topic at each wake-up)
+        rec.destroy()    # stops the thread (joins it), then releases the subscriptions
+
+    An exception in a handler is counted (`errors`) and printed; the thread goes on."""
+
+    def __init__(self, node, subs, name="take_all"):
+        self.subs = list(subs)
+        self.name = name
+        ctx = node.context.handle
+        self._gc = _rclpy.GuardCondition(ctx)
+        self._ws = _rclpy.WaitSet(len(self.subs), 1, 0, 0, 0, 0, ctx)
+        self._stop = False
+        self._thread = None
+        self.errors = 0
+
+    def start(self):
+        if self._thread is None:
+            self._stop = False
+            self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+            self._thread.start()
+        return self
+
+    def _run(self):
+        _set_thread_name(self.name)
+        ws, gc_h = self._ws, self._gc
+        subs = [(s.handle, s.take, h) for s, h in self.subs]
+        while not self._stop:
+            ws.clear_entities()
+            for handle, _, _ in subs:
+                ws.add_subscription(handle)
+            ws.add_guard_condition(gc_h)
+            try:
+                ws.wait(-1)
+            except Exception:                      # noqa: BLE001 (the context was shut down)
+                break
+            for _, take, handler in subs:
+                if self._stop:
+                    break
+                try:
+                    m = take()
+                    while m is not None:
+                        handler(m)
+                        m = take()
+                except Exception as e:             # noqa: BLE001 (nothing may end the thread)
+                    self.errors += 1
+                    print(f"[{self.name}] {e!r}", file=sys.stderr)
+
+    def stop(self, timeout=5.0):
+        th, self._stop = self._thread, True
+        self._gc.trigger_guard_condition()
+        if th is not None and th.ident != threading.get_ident():
+            th.join(timeout)
+            if not th.is_alive():
+                self._thread = None
+        return self._thread is None
+
+    def destroy(self):
+        if not self.stop():                        # a handler still blocked: leave the handles
+            return
+        for h in (self._ws, self._gc):
+            h.destroy_when_not_in_use()
+        for s, _ in self.subs:
+            s.destroy()
+        self.subs = []
