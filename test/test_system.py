@@ -148,29 +148,21 @@ def min_jerk(q0, q1, T, s):
     return q0 + (q1 - q0) * (10 * tau ** 3 - 15 * tau ** 4 + 6 * tau ** 5)
 
 
-def plant_tracking_errors(js_log, t_pub, q0, q_goal, T, t_end, latency, dt=1e-3, by_stamp=True):
-    """For each /joint_states sample received in [t_pub, t_end]: the smallest max-joint error between
-    the plant's q and the reference at any time of [t - latency, t] (t since t_pub).  t is the sample's
-    stamp (by_stamp) put on the receipt clock, so the probe's own delivery delays under load do not
-    count as tracking error; or its receipt time.
-
-    The stamp is the sim's time, and receipt - stamp = the sim's offset from the wall clock at the
-    publish + the delivery delay.  The offset never decreases (an overloaded sim drops its backlog and
-    falls behind, it never runs ahead: sim_node max_catchup), so the smallest receipt - stamp from a
-    sample on (a suffix minimum) bounds that sample's offset from above and is its best estimate; one
-    minimum over the whole log would take the offset from before a slip for every sample after it
-    (a CI run: 0.053 rad RMS by stamp, 0.013 by receipt)."""
+def plant_tracking_errors(js_log, t0, q0, q_goal, T, t_end, latency, dt=1e-3, clock="stamp"):
+    """For each /joint_states sample at time t in [t0, t_end]: the smallest max-joint error between the
+    plant's q and the reference at any time of [t - latency, t] (t - t0 into the trajectory).  `clock`
+    "stamp": t is the sample's stamp, the sim's time, which is the controller's clock here
+    (use_sim_time): the law times the trajectory by it, so a sim that falls behind the wall clock
+    (overloaded: it drops its backlog) slows the reference with the plant (a loaded run saw the sim at
+    about half speed: 0.14 rad RMS against a wall-clock reference, as if the controller lagged).
+    "receipt": t is the probe's receipt time (wall clock; holds the delivery delays, printed only)."""
     offs = np.arange(0.0, latency + dt / 2, dt)
-    if by_stamp:
-        d = np.array([t_rx - stamp for t_rx, stamp, *_ in js_log])
-        shifts = np.minimum.accumulate(d[::-1])[::-1]
     out = []
-    for i, (t_rx, stamp, q, _, _) in enumerate(js_log):
-        if not (t_pub <= t_rx <= t_end):
+    for t_rx, stamp, q, _, _ in js_log:
+        t = stamp if clock == "stamp" else t_rx
+        if not (t0 <= t <= t_end):
             continue
-        t = stamp + shifts[i] if by_stamp else t_rx
-        s = t - t_pub - offs
-        ref = min_jerk(q0, q_goal, T, s)
+        ref = min_jerk(q0, q_goal, T, t - t0 - offs)
         out.append(float(np.min(np.max(np.abs(ref - q), axis=1))))
     return np.array(out)
 
@@ -184,28 +176,32 @@ def test_computed_torque_follows_joint_trajectory(system, model):
     # confirmed on the controller's /diagnostics (accepted.joint_trajectory), sent again if lost; t_pub:
     # the publish it took
     t_pub = probe.publish_trajectory([TRAJ_DURATION], [q_goal], confirm=True)
-    # the plant must start moving (the trajectory was accepted)
+    # the controller's (the sim's) time at the publish: the stamp of the newest state received by then
+    with probe.lock:
+        s_pub = max((stamp for t_rx, stamp, *_ in probe.js_log if t_rx <= t_pub), default=probe.js_log[0][1])
+    # the plant must start moving (the trajectory was accepted); then 1 s of sim time past its end
     assert probe.wait_for(lambda: np.max(np.abs(probe.q - q_start)) > 0.01, 5.0, check=procs.check_alive)
-    time.sleep(max(0.0, TRAJ_DURATION + 1.0 - (time.monotonic() - t_pub)))
-    procs.check_alive()
+    s_stop = s_pub + TRAJ_DURATION + 1.0
+    assert probe.wait_for(lambda: probe.js_stamp >= s_stop, 120.0, check=procs.check_alive), \
+        "the sim's clock did not reach 1 s past the trajectory's end"
     with probe.lock:
         log = list(probe.js_log)
         q_end = probe.q.copy()
     # the reference starts from the state held when the trajectory arrives (q_start: it was holding),
-    # at an instant this test does not see: the one start offset in [0, CT_START_MAX] (1 ms grid)
-    # that fits the plant best is taken (measured 0.10-0.15 s on a loaded machine: discovery and
+    # at an instant this test does not see: the one start offset in [0, CT_START_MAX] of sim time (1 ms
+    # grid) that fits the plant best is taken (measured 0.10-0.15 s on a loaded machine: discovery and
     # delivery of the first trajectory message); a later start fails
-    t_stop = t_pub + TRAJ_DURATION + 1.0
     best = None
     for off in np.arange(0.0, CT_START_MAX + 5e-4, 5e-3):
-        e = plant_tracking_errors(log, t_pub + off, q_start, q_goal, TRAJ_DURATION, t_stop, CT_LATENCY)
+        e = plant_tracking_errors(log, s_pub + off, q_start, q_goal, TRAJ_DURATION, s_stop, CT_LATENCY)
         r = float(np.sqrt(np.mean(e ** 2))) if e.size else np.inf
         if best is None or r < best[0]:
             best = (r, off, e)
     rms, off, errors = best
     assert errors.size > 100, "too few joint-state messages"
-    e_rx = plant_tracking_errors(log, t_pub + off, q_start, q_goal, TRAJ_DURATION, t_stop, CT_LATENCY,
-                                 by_stamp=False)
+    t_rx_stop = max(t_rx for t_rx, stamp, *_ in log if stamp <= s_stop)
+    e_rx = plant_tracking_errors(log, t_pub + off, q_start, q_goal, TRAJ_DURATION, t_rx_stop, CT_LATENCY,
+                                 clock="receipt")
     print(f"computed torque over DDS (plant vs the sent trajectory, start {off * 1e3:.0f} ms after publish): "
           f"tracking error rms {rms:.5f} rad, max {errors.max():.5f} rad (by receipt time: rms "
           f"{np.sqrt(np.mean(e_rx ** 2)):.5f}, max {e_rx.max():.5f}), "
