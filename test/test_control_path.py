@@ -140,6 +140,50 @@ def test_take_all_hands_every_message_of_every_topic(ctx):
     assert rec._thread is None and rec.subs == [], "the thread ended and the subscriptions were released"
 
 
+def test_take_all_serves_a_topic_behind_a_flood(ctx):
+    """A topic that comes faster than its handler runs (a 1 kHz state on a loaded host) does not starve
+    the others: a message on a second topic is handed over while the flood goes on (the flood stops
+    when it is, or after 30 s)."""
+    from robot_dynamics.nodes.control_path import TakeAll
+    node = rclpy.create_node("taf_node", context=ctx)
+    talker = rclpy.create_node("taf_talker", context=ctx)
+    flooding = threading.Event()
+    got_b = []
+
+    def on_a(msg):
+        time.sleep(2e-3)                                   # slower than the flood below
+
+    rec = TakeAll(node, [(TakeSubscription(node, Float64MultiArray, "/taf_a", 50), on_a),
+                         (TakeSubscription(node, Float64MultiArray, "/taf_b", 10),
+                          lambda m: got_b.append(flooding.is_set()))], name="taf_test").start()
+    pa = talker.create_publisher(Float64MultiArray, "/taf_a", 50)
+    pb = talker.create_publisher(Float64MultiArray, "/taf_b", 10)
+
+    def flood():
+        flooding.set()
+        t_end = time.monotonic() + 30.0
+        while not got_b and time.monotonic() < t_end:
+            for _ in range(20):
+                pa.publish(Float64MultiArray(data=[1.0]))
+            time.sleep(2e-3)                               # ~10 messages per ms
+        flooding.clear()
+    th = threading.Thread(target=flood, daemon=True)
+    try:
+        wait_for(lambda: pa.get_subscription_count() > 0 and pb.get_subscription_count() > 0,
+                 what="both subscriptions matched")
+        th.start()
+        wait_for(flooding.is_set, what="the flood started")
+        pb.publish(Float64MultiArray(data=[2.0]))
+        wait_for(lambda: got_b, timeout=60.0, what="the second topic's message")
+        assert got_b == [True], "handed over only after the flood ended"
+    finally:
+        flooding.clear()
+        th.join(40)
+        rec.destroy()
+        talker.destroy_node()
+        node.destroy_node()
+
+
 # ------------------------------------------------------------------------------------------------ the node at 1 kHz
 class Stream:
     """Joint states at `rate` Hz from a thread (absolute deadlines) at q = `q` (settable)."""
