@@ -1,7 +1,8 @@
 """A ROS node that watches and pokes a running sim + controller: records /joint_states, /clock, the
 F/T wrench and the effort commands (with receipt times) and publishes references and pushes.  Those
-1 kHz topics are taken on a thread of their own (control_path.TakeAll), the rest (diagnostics,
-services) spins in a background executor thread.  Used by the demo and by the tests that run nodes as separate processes.
+1 kHz topics are taken on a thread of their own (control_path.TakeAll); the rest (diagnostics,
+services) spins in a background executor thread.  Used by the demo and by the tests that run nodes as
+separate processes.
 
     probe = Probe(joints=model.joint_names).start()
     probe.wait_for(lambda: probe.q is not None, 10)
