@@ -144,3 +144,29 @@ def test_aborts_with_a_reason_and_restores_the_reference():
     _, _, g_loop, _ = rig({"controller": "gravity_compensation"})
     ok, msg = g_loop.start_dynamics_id(0.0)
     assert not ok and "joint law" in msg
+
+
+def test_a_start_with_the_arm_far_from_its_reference_is_refused():
+    """An identification asked while the law's command is at an effort limit (the arm far from its
+    reference: still moving back after an aborted run, or pushed away) is refused with the reason: its
+    excitation starts at the reference, so it would abort on its first step (a loaded suite run:
+    restarted twice so, 775 and 1490 N m on the FR3's joint 3, 1-3 ms into the excitation).  Once the
+    arm holds its reference again it starts and runs."""
+    k = np.array([600.0, 600.0, 600.0, 600.0, 250.0, 150.0, 50.0])
+    model, sim, loop, _ = rig({"joint_impedance.k_gains": k.tolist()})
+    t = run_for(loop, sim, 0.0, 1.0)
+    q_far = Q0.copy()
+    q_far[1] += 0.5                                       # joint 2 half a radian from its reference
+    assert k[1] * 0.5 > model.effort_limits[1], "the premise: the law's pull back exceeds the limit"
+    sim.reset(q_far)
+    t = run_for(loop, sim, t, 0.002)
+    ok, msg = loop.start_dynamics_id(t)
+    assert not ok and "effort limit of panda_joint2" in msg and "holds its reference" in msg, msg
+    assert loop.dynamics_run is None or not loop.dynamics_run.busy
+    t = run_for(loop, sim, t, 3.0)                        # pulled back to the reference
+    assert np.max(np.abs(sim.q - Q0)) < 0.01
+    ok, msg = loop.start_dynamics_id(t)
+    assert ok, msg
+    run = loop.dynamics_run
+    t = run_for(loop, sim, t, 2.5, until=lambda: run.done)
+    assert run.phase == "excite" and not run.done, run.message

@@ -133,13 +133,20 @@ class DynamicsRun:
             return
         if self.phase != "excite":
             return
+        te = t - self.t0
         if "effort_limit" in (getattr(loop.safety, "reasons", None) or []):
             lim = loop.safety.limit
             law_tau = getattr(loop.law, "_tau", loop.tau)           # the law's command before the filter
             j = int(np.argmax(np.abs(law_tau) / lim))
+            # the joint law's errors at that step (which term made the torque: a next occurrence of
+            # an unexplained one, 775-1490 N m on the first step of a restarted excitation in a
+            # loaded run, says so)
+            e, ed = getattr(loop.law, "_e", None), getattr(loop.law, "_ed", None)
+            errs = (f"; q_d - q {e[j]:+.3f} rad, v_d - v {ed[j]:+.3f} rad/s, q {loop.q[j]:+.3f}, "
+                    f"{te:.3f} s into the excitation" if e is not None and ed is not None else "")
             self.abort(f"the law's command reached the effort limit of {self.model.joint_names[j]} "
-                       f"({law_tau[j]:.2f} N m, limit {lim[j]:.2f}; the data would not be the law's): lower "
-                       f"dynamics_id.acc_max or vel_frac")
+                       f"({law_tau[j]:.2f} N m, limit {lim[j]:.2f}{errs}; the data would not be the law's): "
+                       f"lower dynamics_id.acc_max or vel_frac")
             return
         lo, hi = self.model.lower_limits + 0.5 * self.p["margin"], self.model.upper_limits - 0.5 * self.p["margin"]
         if np.any(loop.q < lo) or np.any(loop.q > hi):
@@ -147,7 +154,6 @@ class DynamicsRun:
             self.abort(f"{self.model.joint_names[j]} at {loop.q[j]:.3f} rad, within half of dynamics_id.margin "
                        f"of its limit")
             return
-        te = t - self.t0
         ts = loop.state_stamp if loop.state_stamp is not None else t
         if not self.rec or ts > self.rec[-1][0]:
             tau = loop.effort.copy() if self.measured else loop.tau.copy()     # the command held since

@@ -62,6 +62,16 @@ def check_can_start(loop, what, purpose):
         raise ValueError("a joint trajectory is being followed; identify once it has ended")
     if loop.pending_ref is not None or law.trajectory is not None and not law.trajectory.started:
         raise ValueError("a new reference is pending; identify once it is being held")
+    if "effort_limit" in (loop.safety.reasons or []):
+        # the arm far from its reference (still moving back after an aborted run, or pushed away): a
+        # run started now would abort on its first step (its excitation starts at the reference; a
+        # loaded run restarted so twice, 775 and 1490 N m on the FR3's joint 3, and never ran)
+        lim = loop.safety.limit
+        j = int(np.argmax(np.abs(law._tau) / lim))
+        raise ValueError(f"the law's command is at the effort limit of {loop.model.joint_names[j]} "
+                         f"({law._tau[j]:.1f} N m, limit {lim[j]:.1f}: the arm is "
+                         f"{abs(loop.q[j] - law.q_d[j]) if law.q_d is not None else float('nan'):.3f} rad "
+                         f"from its reference); identify once it holds its reference")
 
 
 class PayloadRun:
