@@ -153,8 +153,9 @@ def plant_tracking_errors(js_log, t0, q0, q_goal, T, t_end, latency, dt=1e-3, cl
     plant's q and the reference at any time of [t - latency, t] (t - t0 into the trajectory).  `clock`
     "stamp": t is the sample's stamp, the sim's time, which is the controller's clock here
     (use_sim_time): the law times the trajectory by it, so a sim that falls behind the wall clock
-    (overloaded: it drops its backlog) slows the reference with the plant (a loaded run saw the sim at
-    about half speed: 0.14 rad RMS against a wall-clock reference, as if the controller lagged).
+    (overloaded: it drops its backlog) slows the reference with the plant (a loaded run: 0.14 rad RMS
+    and 0.02 rad left at the end against a wall-clock reference, as if the controller lagged; a sim at
+    real_time_factor 0.5 gives the same picture).
     "receipt": t is the probe's receipt time (wall clock; holds the delivery delays, printed only)."""
     offs = np.arange(0.0, latency + dt / 2, dt)
     out = []
