@@ -37,7 +37,7 @@ import numpy as np
 
 from ..dynamics import identification as idn
 from .base import JointReference
-from .payload_run import check_can_start
+from .payload_run import check_can_start, effort_limited_joint
 from .trajectory import JointTrajectory
 
 
@@ -134,10 +134,9 @@ class DynamicsRun:
         if self.phase != "excite":
             return
         te = t - self.t0
-        if "effort_limit" in (getattr(loop.safety, "reasons", None) or []):
-            lim = loop.safety.limit
-            law_tau = getattr(loop.law, "_tau", loop.tau)           # the law's command before the filter
-            j = int(np.argmax(np.abs(law_tau) / lim))
+        sat = effort_limited_joint(loop)
+        if sat is not None:
+            j, tau_j, lim_j = sat
             # the joint law's errors at that step (which term made the torque: a next occurrence of
             # an unexplained one, 775-1490 N m on the first step of a restarted excitation in a
             # loaded run, says so)
@@ -145,7 +144,7 @@ class DynamicsRun:
             errs = (f"; q_d - q {e[j]:+.3f} rad, v_d - v {ed[j]:+.3f} rad/s, q {loop.q[j]:+.3f}, "
                     f"{te:.3f} s into the excitation" if e is not None and ed is not None else "")
             self.abort(f"the law's command reached the effort limit of {self.model.joint_names[j]} "
-                       f"({law_tau[j]:.2f} N m, limit {lim[j]:.2f}{errs}; the data would not be the law's): "
+                       f"({tau_j:.2f} N m, limit {lim_j:.2f}{errs}; the data would not be the law's): "
                        f"lower dynamics_id.acc_max or vel_frac")
             return
         lo, hi = self.model.lower_limits + 0.5 * self.p["margin"], self.model.upper_limits - 0.5 * self.p["margin"]

@@ -43,6 +43,17 @@ def _default_frame(model):
     return "panda_hand_tcp" if "panda_hand_tcp" in names else names[-1]
 
 
+def effort_limited_joint(loop):
+    """(joint index, the law's command on it, its limit) when the safety filter clipped the last
+    command at an effort limit (the joint whose command is largest relative to its limit), else None."""
+    if "effort_limit" not in (getattr(loop.safety, "reasons", None) or []):
+        return None
+    lim = loop.safety.limit
+    tau = getattr(loop.law, "_tau", loop.tau)          # the law's command before the filter
+    j = int(np.argmax(np.abs(tau) / lim))
+    return j, float(tau[j]), float(lim[j])
+
+
 def check_can_start(loop, what, purpose):
     """The conditions every identification run needs of the loop before it may move the arm (ValueError
     with the reason): a joint law, active, a valid joint state, no other run going, no trajectory being
@@ -62,14 +73,14 @@ def check_can_start(loop, what, purpose):
         raise ValueError("a joint trajectory is being followed; identify once it has ended")
     if loop.pending_ref is not None or law.trajectory is not None and not law.trajectory.started:
         raise ValueError("a new reference is pending; identify once it is being held")
-    if "effort_limit" in (loop.safety.reasons or []):
+    sat = effort_limited_joint(loop)
+    if sat is not None:
         # the arm far from its reference (still moving back after an aborted run, or pushed away): a
         # run started now would abort on its first step (its excitation starts at the reference; a
         # loaded run restarted so twice, 775 and 1490 N m on the FR3's joint 3, and never ran)
-        lim = loop.safety.limit
-        j = int(np.argmax(np.abs(law._tau) / lim))
+        j, tau_j, lim_j = sat
         raise ValueError(f"the law's command is at the effort limit of {loop.model.joint_names[j]} "
-                         f"({law._tau[j]:.1f} N m, limit {lim[j]:.1f}: the arm is "
+                         f"({tau_j:.1f} N m, limit {lim_j:.1f}: the arm is "
                          f"{abs(loop.q[j] - law.q_d[j]) if law.q_d is not None else float('nan'):.3f} rad "
                          f"from its reference); identify once it holds its reference")
 
