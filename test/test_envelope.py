@@ -224,11 +224,11 @@ def test_a_persistent_violation_stops_the_arm_and_resume_is_explicit_and_smooth(
 
     def at(k, loop):
         if k == 900:
-            answers["outside"] = loop.resume_envelope()
+            answers["outside"] = loop.resume()
             answers["diag"] = loop.diagnostics()
         if k == 3500:
             answers["state_before"] = loop.envelope.state
-            answers["inside"] = loop.resume_envelope()
+            answers["inside"] = loop.resume()
 
     def record(k, sim, tau, q, v):
         taus.append(tau)

@@ -52,6 +52,10 @@ the safe command (zero, or g(q) at the last valid q) at torque_rate_limit x one 
 step.  Fresh states after a trip: the law holds the current position and the safety filter ramps
 from the safe command (ramp_time), so control resumes without a jump.  The rate limit bounds the
 change per command to torque_rate_limit / update_rate whatever the gap (SafetyParams.command_period).
+Joint speed stop (a Franka's joint-velocity reflex): a valid state with a joint faster than
+safety.joint_speed_stop x its velocity limit while the law runs replaces the law's command by the safe
+command with joint damping (safety.stop_damping), latched as a Franka's reflex is, until resume() (at
+rest); the law then holds the position reached, as after a trip (counted: safety.joint_speed_stops).
 
 Logging: every per-message condition (joint states rejected, watchdog, wrench problems, rejected
 references) logs at most one line per condition per `log_throttle_period` seconds, plus one line
@@ -70,7 +74,7 @@ from .base import CartesianReference, JointReference, State, check_vector
 from .cartesian_trajectory import CartesianTrajectory
 from .envelope import EnergyTank, SafetyEnvelope
 from .params import ENVELOPE_KEYS, SAFETY_KEYS, SIX_KEYS, TANK_KEYS, Unset, check_value, loop_param_specs
-from .safety import SafetyFilter, SafetyParams
+from .safety import SafetyFilter, SafetyParams, _any
 from .trajectory import JointTrajectory
 from .wrench import WrenchProcessor
 
@@ -268,6 +272,9 @@ class ControlLoop:
         self._js_episode = _Episode(self, "joint_states")
         self._wrench_episode = _Episode(self, "wrench")
         self._wd_episode = _Episode(self, "watchdog")
+        self.speed_stop = ""                       # the joint speed stop's reason while it acts, else ""
+        self._reset_cause = "the watchdog was tripped (no valid joint state)"
+        self._speed_limits()
 
     # ------------------------------------------------------------------ parameters
     @staticmethod
@@ -396,7 +403,20 @@ class ControlLoop:
             self.law.track_damping_power = self.tank.capacity > 0
         if "log_throttle_period" in plain:
             self._throttle.period = float(plain["log_throttle_period"])
+        if "safety.joint_speed_stop" in plain:
+            self._speed_limits()
         return True, ""
+
+    def _speed_limits(self):
+        """The joint speed stop's thresholds (model order): safety.joint_speed_stop x the model's
+        velocity limits, inf for a joint without one (none, <= 0 or not finite: not watched)."""
+        f = self._p["safety.joint_speed_stop"]
+        vl = np.asarray(self.model.velocity_limits, dtype=float)
+        watched = np.isfinite(vl) & (vl > 0) & (f > 0)
+        self._v_stop = np.where(watched, f * np.where(watched, vl, 1.0), np.inf)
+        self._inv_v_stop = 1.0 / self._v_stop          # 0 for a joint not watched
+        self._v_abs = np.empty(self.n)
+        self._speed_on = bool(watched.any())
 
     def _make_observer(self, p):
         """The momentum observer (observer.* parameters), built once; None when not enabled."""
@@ -515,6 +535,7 @@ class ControlLoop:
         self.need_reset = True
         self.safety.reset(start=self.safety.prev)
         self.watchdog = "waiting"
+        self.speed_stop = ""
         self.last_step = None
         self.last_pub = None
         self.safe_reached = False
@@ -810,9 +831,54 @@ class ControlLoop:
             self.watchdog = "tripped"
             self.counts["watchdog_trips"] += 1
             self._tripped_since_reset = True
+            self._reset_cause = "the watchdog was tripped (no valid joint state)"
             self._abort_payload_run("watchdog tripped")
         self._wd_episode.occur("tripped", now, "error", lambda extra: (
             f"watchdog: {why}: publishing the safe command ({self._p['safe_command']}){extra}"), retry)
+
+    REST_VELOCITY = 0.02           # rad/s (m/s): ~/resume leaves a joint speed stop with every joint below this
+
+    def _overspeed(self, now):
+        """A valid state with a joint above safety.joint_speed_stop x its velocity limit: the joint
+        speed stop starts (counted as safety.joint_speed_stops, logged, identification runs end).  The
+        law's command is not sent from here on: the arm is faster than anything it may ask for, the
+        closed loop is not what the law was designed for (a diverging loop: gains too high for the
+        delays, a model far from the arm, a stalled caller)."""
+        y = np.multiply(self.v, self._inv_v_stop, out=self._v_abs)
+        if y.dot(y) <= 1.0:                          # sufficient: every |v_j| within its threshold
+            return False
+        va = np.abs(self.v, out=self._v_abs)
+        if not _any(va > self._v_stop):
+            return False
+        j = int(np.argmax(va / self._v_stop))
+        vl = float(np.asarray(self.model.velocity_limits, dtype=float)[j])
+        f = self._p["safety.joint_speed_stop"]
+        self.speed_stop = (f"{self.model.joint_names[j]} at {self.v[j]:+.3f} rad/s, above {f:g} x its "
+                           f"velocity limit {vl:g}")
+        self.counts["safety.joint_speed_stops"] += 1
+        self._tripped_since_reset = True
+        self._reset_cause = "the joint speed stop acted"
+        self._log_throttled("speed_stop", "error", f"joint speed stop: {self.speed_stop}: the safe command "
+                            f"({self._p['safe_command']}) with joint damping from now on; ~/resume once the "
+                            "arm is at rest", now)
+        self._abort_payload_run("joint speed stop", restore=False)
+        return True
+
+    STOP_RATE = 25.0               # 1/s: the joint speed stop's damping is at most this x M_ii per joint
+
+    def _speed_stop_step(self, now):
+        """One step of the joint speed stop: the safe command minus D v (D = safety.stop_damping, at
+        most STOP_RATE M_ii per joint: a time constant M_ii / D of 40 ms at least, so the damping stays
+        stable with the command applied late (v' = -(D/M) v(t - tau) is stable for (D/M) tau < pi/2:
+        tau < 60 ms): a loop that diverged has likely done so from such delays.  On a Panda plant whose
+        commands arrive 4, 5, 10 or 20 ms late a joint impedance at 400 N m/rad diverges; this stop
+        brings it to rest at each; at 50 M_ii the 20 ms case did not come to rest, and at the
+        envelope's 0.5 M_ii / period (stable without delay) the 4 ms case did not),
+        rate-limited as the safe command is.  It lasts until resume() (the stop latches, as a
+        Franka's reflex does: a loop that diverged once diverges again when the law takes over)."""
+        M = self.gravity_backend.mass_matrix(self.q)
+        d = np.minimum(self._p["safety.stop_damping"], self.STOP_RATE * np.diagonal(M))
+        return self.safe_step(now, damping=d * self.v)
 
     # ------------------------------------------------------------------ the step
     def step(self, now, t=None):
@@ -828,6 +894,8 @@ class ControlLoop:
                 return self.safe_step(now), True
             if self.check_watchdog(now):
                 return self.safe_step(now), True
+            if self._speed_on and (self.speed_stop or self._overspeed(now)):
+                return self._speed_stop_step(now), True
             return self._control(now, now if t is None else t), False
         except Exception as e:                         # noqa: BLE001 (nothing may escape the loop)
             self.exception("control_step", e, now)
@@ -994,9 +1062,22 @@ class ControlLoop:
             return conv.trajectory(seed, ref)
         return conv.pose(seed, ref.R, ref.p)
 
-    def resume_envelope(self, now=None):
-        """Leave a safety-envelope stop: the law then holds the current position and the command ramps
-        from the one sent (as after a watchdog trip).  Refused while a frame is still outside or too fast."""
+    def resume(self, now=None):
+        """Leave a joint speed stop or a safety-envelope stop: the law then holds the current position
+        and the command ramps from the one sent (as after a watchdog trip).  Refused while a joint is
+        faster than REST_VELOCITY (speed stop) or a frame is still outside or too fast (envelope)."""
+        if self.speed_stop:
+            vmax = float(np.max(np.abs(self.v)))
+            if vmax >= self.REST_VELOCITY:
+                return False, (f"joint speed stop ({self.speed_stop}): the arm is not at rest yet ("
+                               f"{vmax:.3f} rad/s, at rest below {self.REST_VELOCITY})")
+            self._log("info", f"joint speed stop: resumed ({self.speed_stop} before); holding the "
+                              "current position")
+            self.speed_stop = ""
+            self.need_reset = True
+            self.safety.reset(start=self.safety.prev)
+            if self.envelope.state not in ("stopping", "stopped"):
+                return True, "resumed from the joint speed stop"
         ok, why = self.envelope.resume()
         if ok:
             self.need_reset = True
@@ -1015,13 +1096,13 @@ class ControlLoop:
         tr = getattr(law, "trajectory", None)
         if tripped and tr is not None and getattr(tr, "started", False) and not tr.done(self.state.t):
             self.counts["abandoned.trajectory"] += 1
-            self._log_throttled("ref.abandoned", "warn", "watchdog: the trajectory being followed is "
-                                "abandoned; holding the current position (send it again)", now)
+            self._log_throttled("ref.abandoned", "warn", f"the trajectory being followed is abandoned ("
+                                f"{self._reset_cause}); holding the current position (send it again)", now)
         law.reset(self.state)
         if tripped and self.pending_ref is not None:
             what, self.pending_ref = self.pending_what, None
-            self.reject_reference(what, "arrived while the watchdog was tripped (no valid joint state): not "
-                                  "followed; the arm holds its position, send it again", now)
+            self.reject_reference(what, f"arrived while {self._reset_cause}: not followed; the arm holds its "
+                                  "position, send it again", now)
 
     def sent(self, now):
         """The command of the last step left at `now` (the rate limit's dt counts from there)."""
@@ -1082,12 +1163,16 @@ class ControlLoop:
             self.safe.fill(0.0)
         return self.safe
 
-    def safe_step(self, now):
+    def safe_step(self, now, damping=None):
         """One step of the safe command: from the last command sent toward the safe torque at the
         torque-rate limit, never more than rate x one control period per step (so a Franka-style rate
         check never sees a discontinuity).  Sets `safe_reached` once the command equals the safe
-        torque.  Returns the command (model order)."""
+        torque.  `damping`: a torque subtracted from the safe torque (D v of a stop; the target is
+        clipped to the effort limits).  Returns the command (model order)."""
         target = self._safe_torque()
+        if damping is not None:
+            target -= damping
+            np.clip(target, -self.safety.limit, self.safety.limit, out=target)
         prev = self.safety.prev
         tau = self.safe_out
         if prev is None:                                 # nothing sent yet: the drive holds zero
@@ -1123,7 +1208,8 @@ class ControlLoop:
         """(level, message, [(key, value text), ...]) of the loop."""
         kv = [("steps_total", str(self.total_steps)), ("safe_commands_total", str(self.safe_published)),
               ("watchdog", self.watchdog if self.active else "inactive"),
-              ("watchdog_trips", str(self.counts["watchdog_trips"]))]
+              ("watchdog_trips", str(self.counts["watchdog_trips"])),
+              ("joint_speed_stops", str(self.counts.get("safety.joint_speed_stops", 0)))]
         for k, val in sorted(dict(getattr(self.safety, "counts", {})).items()):
             kv.append((f"safety.{k}", str(val)))
         reasons = getattr(self.safety, "reasons", None)
@@ -1153,6 +1239,8 @@ class ControlLoop:
             return OK, "inactive", kv
         if self.watchdog == "tripped":
             return ERROR, "watchdog tripped: joint states stale or invalid", kv
+        if self.speed_stop:
+            return ERROR, f"joint speed stop: {self.speed_stop}; damping to rest; ~/resume to go on", kv
         if env.state in ("stopping", "stopped"):
             return ERROR, f"safety envelope stop ({env.state}): {env.stop_reason}; ~/resume to go on", kv
         if self.watchdog == "waiting":

@@ -212,8 +212,13 @@ LOOP_PARAMS = [
     Spec("safety.stop_time", 0.5, "a violation (a frame outside, or above 1.05 x its speed limit) lasting this "
          "long stops the arm (damping to rest, then a hold; ~/resume leaves it) [s]; 0: never", "nonneg",
          live=True),
-    Spec("safety.stop_damping", 10.0, "joint damping of the stop [N m s/rad], at most 0.5 M_ii / dt per joint "
-         "(discrete-time stable)", "nonneg", live=True),
+    Spec("safety.joint_speed_stop", 1.2, "a joint faster than this x its velocity limit (the model's: URDF "
+         "<limit velocity>) while the law runs stops the arm, as a Franka's joint-velocity reflex does: the safe "
+         "command with joint damping (safety.stop_damping, at most 25 M_ii per joint: robust to late commands), latched; ~/resume (every "
+         "joint below 0.02 rad/s) and the law holds the position reached (a trajectory being followed is "
+         "abandoned); joints without a velocity limit are not watched; 0: off", "nonneg", live=True),
+    Spec("safety.stop_damping", 10.0, "joint damping of the stops (the envelope's, the joint speed stop's) "
+         "[N m s/rad], at most 0.5 M_ii / dt per joint (discrete-time stable)", "nonneg", live=True),
     Spec("safety.stop_stiffness", 100.0, "joint stiffness of the hold after the stop [N m/rad]", "nonneg",
          live=True),
     Spec("safety.tank_capacity", 0.0, "energy tank for live stiffness changes of joint_impedance (k_gains) and "
@@ -224,7 +229,8 @@ LOOP_PARAMS = [
 
 # loop parameter -> EnvelopeParams field
 ENVELOPE_KEYS = {s.name: s.name[len("safety."):] for s in LOOP_PARAMS
-                 if s.name.startswith("safety.") and s.name not in ("safety.tank_capacity", "safety.time_scaling")}
+                 if s.name.startswith("safety.") and s.name not in ("safety.tank_capacity", "safety.time_scaling",
+                                                                 "safety.joint_speed_stop")}
 # the law keys whose live changes go through the energy tank, per law
 TANK_KEYS = {"joint_impedance": ("k_gains",),
              "cartesian_impedance": tuple(f"task.k_{k}_{a}" for k in ("pos", "rot") for a in "xyz")}

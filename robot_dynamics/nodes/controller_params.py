@@ -158,8 +158,9 @@ TOPICS = [
 SERVICES = [
     ("~/tare", "std_srvs/Trigger", "tare the wrench sensor with the current reading"),
     ("~/hold", "std_srvs/Trigger", "hold the current position (pose) as the reference"),
-    ("~/resume", "std_srvs/Trigger", "leave a safety-envelope stop (safety.*): the law holds the current position, "
-     "the command ramps from the one sent; refused, with the reason, while a frame is still outside or too fast"),
+    ("~/resume", "std_srvs/Trigger", "leave a joint speed stop or a safety-envelope stop (safety.*): the law holds "
+     "the current position, the command ramps from the one sent; refused, with the reason, while a joint is not "
+     "at rest (speed stop) or a frame is still outside or too fast"),
     ("~/identify_payload", "std_srvs/Trigger",
      "start a payload identification with the payload_id.* parameters (computed_torque / joint_impedance, "
      "active); returns at once: what it will do, or why it is refused.  The result: ~/payload_estimate, "

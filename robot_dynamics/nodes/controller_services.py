@@ -73,7 +73,7 @@ class ControllerServices:
         def resume(c):
             if c is None:
                 return False, "not configured"
-            return c.loop.resume_envelope()
+            return c.loop.resume()
 
         return [("~/tare", self._trigger("tare", tare)), ("~/hold", self._trigger("hold", hold)),
                 ("~/resume", self._trigger("resume", resume)),

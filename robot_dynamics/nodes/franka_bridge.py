@@ -413,8 +413,8 @@ class FrankaBridge(Node):
         self.create_subscription(JointState, "~/target_joint_state", self._on_target_joint_state, 10)
         self.create_subscription(PoseStamped, "~/target_pose", self._on_target_pose, 10)
         self.create_service(Trigger, "~/hold", trigger_handler(self.loop_lock, self._hold))
-        # ~/resume: leave a safety-envelope stop of the in-process loop (safety.* parameters)
-        self.create_service(Trigger, "~/resume", trigger_handler(self.loop_lock, lambda: self.loop.resume_envelope()))
+        # ~/resume: leave a joint speed stop or a safety-envelope stop of the in-process loop (safety.*)
+        self.create_service(Trigger, "~/resume", trigger_handler(self.loop_lock, lambda: self.loop.resume()))
         for srv, what in (("~/identify_dynamics", "identify"), ("~/identify_dynamics_status", "status"),
                           ("~/cancel_dynamics_identification", "cancel")):
             self.create_service(Trigger, srv, self._dynamics_service(what))
