@@ -137,3 +137,35 @@ def test_a_loop_diverging_from_late_commands_is_brought_to_rest(model):
     assert loop.counts["safety.joint_speed_stops"] == 1
     assert loop.speed_stop
     assert final < 1e-3, (final, peak)
+
+
+def test_with_the_envelope_on_the_speed_stop_is_the_envelopes_stop(model):
+    """safety.frames set: the joint speed stop starts the envelope's stop (its damping and repulsion go
+    on), counted and named in its reason; ~/resume leaves it once nothing is violated."""
+    vl = urdf_velocity_limits()
+    loop, lines = make(model, controller="gravity_compensation", log_throttle_period=0.0,
+                       safety__joint_speed_stop=1.2, safety__frames=["panda_hand"],
+                       safety__planes=[0.0, 0.0, 1.0, -5.0], **FAST)     # a plane far below: nothing near
+    loop.activate(0.0)
+    now = 0.0
+    for k in range(5):
+        now += TICK
+        loop.update_state(Q0, np.zeros(7), now)
+        assert not loop.step(now)[1]
+    assert loop.envelope.state == "ok"
+    v = np.zeros(7)
+    v[5] = 1.3 * vl[5]
+    now += TICK
+    loop.update_state(Q0, v, now)
+    loop.step(now)
+    assert loop.envelope.state == "stopping" and "panda_joint6" in loop.envelope.stop_reason
+    assert loop.counts["safety.joint_speed_stops"] == 1 and loop.envelope.counts["stops"] == 1
+    assert not loop.speed_stop
+    assert "safety envelope stop" in loop.diagnostics()[1]
+    for _ in range(3):
+        now += TICK
+        loop.update_state(Q0, np.zeros(7), now)
+        loop.step(now)
+    assert loop.envelope.state == "stopped"
+    assert loop.resume()[0]
+    assert loop.envelope.state == "ok"

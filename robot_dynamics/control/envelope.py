@@ -643,6 +643,14 @@ class SafetyEnvelope:
             return p.stop_stiffness * (self.q_rest - q) - d * v
         return -d * v
 
+    def stop(self, reason):
+        """Start the controlled stop now (the loop's joint speed stop, when the envelope is on: its
+        repulsion goes on during the stop); nothing when already stopping or stopped."""
+        if self.enabled and self.state not in ("stopping", "stopped"):
+            self.state = "stopping"
+            self.counts["stops"] = self.counts.get("stops", 0) + 1
+            self.stop_reason = reason
+
     def resume(self):
         """Leave a stop: refused while a frame is outside or too fast."""
         if self.state not in ("stopping", "stopped"):

@@ -850,18 +850,28 @@ class ControlLoop:
         va = np.abs(self.v, out=self._v_abs)
         if not _any(va > self._v_stop):
             return False
+        env = self.envelope
+        if env.state in ("stopping", "stopped"):
+            return False                             # the envelope's stop is on: it goes on
         j = int(np.argmax(va / self._v_stop))
         vl = float(np.asarray(self.model.velocity_limits, dtype=float)[j])
         f = self._p["safety.joint_speed_stop"]
-        self.speed_stop = (f"{self.model.joint_names[j]} at {self.v[j]:+.3f} rad/s, above {f:g} x its "
-                           f"velocity limit {vl:g}")
+        why = f"{self.model.joint_names[j]} at {self.v[j]:+.3f} rad/s, above {f:g} x its velocity limit {vl:g}"
         self.counts["safety.joint_speed_stops"] += 1
+        self._abort_payload_run("joint speed stop", restore=False)
+        if env.enabled:
+            # the envelope's stop (its damping, its repulsion: the frames stay on their side of the
+            # planes while the arm stops), left by ~/resume as well
+            env.stop(f"joint speed stop: {why}")
+            self._log_throttled("speed_stop", "error", f"joint speed stop: {why}: the safety envelope's "
+                                "stop from now on (damping to rest, then a hold); ~/resume to go on", now)
+            return False
+        self.speed_stop = why
         self._tripped_since_reset = True
         self._reset_cause = "the joint speed stop acted"
-        self._log_throttled("speed_stop", "error", f"joint speed stop: {self.speed_stop}: the safe command "
+        self._log_throttled("speed_stop", "error", f"joint speed stop: {why}: the safe command "
                             f"({self._p['safe_command']}) with joint damping from now on; ~/resume once the "
                             "arm is at rest", now)
-        self._abort_payload_run("joint speed stop", restore=False)
         return True
 
     STOP_RATE = 25.0               # 1/s: the joint speed stop's damping is at most this x M_ii per joint

@@ -212,10 +212,11 @@ LOOP_PARAMS = [
     Spec("safety.stop_time", 0.5, "a violation (a frame outside, or above 1.05 x its speed limit) lasting this "
          "long stops the arm (damping to rest, then a hold; ~/resume leaves it) [s]; 0: never", "nonneg",
          live=True),
-    Spec("safety.joint_speed_stop", 1.2, "a joint faster than this x its velocity limit (the model's: URDF "
-         "<limit velocity>) while the law runs stops the arm, as a Franka's joint-velocity reflex does: the safe "
-         "command with joint damping (safety.stop_damping, at most 25 M_ii per joint: robust to late commands), latched; ~/resume (every "
-         "joint below 0.02 rad/s) and the law holds the position reached (a trajectory being followed is "
+    Spec("safety.joint_speed_stop", 0.0, "a joint faster than this x its velocity limit (the model's: URDF "
+         "<limit velocity>) while the law runs stops the arm, as a Franka's joint-velocity reflex does (1.2: "
+         "20 % above the limit): the safe command with joint damping (safety.stop_damping, at most 25 M_ii per "
+         "joint: robust to late commands), or the envelope's stop when safety.frames are set; latched: ~/resume "
+         "(every joint below 0.02 rad/s) and the law holds the position reached (a trajectory being followed is "
          "abandoned); joints without a velocity limit are not watched; 0: off", "nonneg", live=True),
     Spec("safety.stop_damping", 10.0, "joint damping of the stops (the envelope's, the joint speed stop's) "
          "[N m s/rad], at most 0.5 M_ii / dt per joint (discrete-time stable)", "nonneg", live=True),
