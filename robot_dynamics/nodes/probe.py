@@ -190,7 +190,8 @@ class Probe(Node):
     def publish_command(self, tau):
         self.pub_cmd.publish(Float64MultiArray(data=[float(x) for x in tau]))
 
-    def publish_trajectory(self, times, positions, velocities=None, joints=None, confirm=False, stamp=None):
+    def publish_trajectory(self, times, positions, velocities=None, joints=None, confirm=False, stamp=None,
+                           accelerations=None):
         """JointTrajectory with points at `times` [s] from `stamp` (seconds on the controller's clock;
         None: header stamp zero, start on receipt); `confirm`: sent again until the controller accepted
         it (publish_confirmed).  Returns the time.monotonic() of the publish (the one accepted, with
@@ -204,6 +205,8 @@ class Probe(Node):
             pt.positions = [float(x) for x in positions[k]]
             if velocities is not None:
                 pt.velocities = [float(x) for x in velocities[k]]
+            if accelerations is not None:
+                pt.accelerations = [float(x) for x in accelerations[k]]
             pt.time_from_start.sec = int(t)
             pt.time_from_start.nanosec = int(round((t - int(t)) * 1e9))
             msg.points.append(pt)
