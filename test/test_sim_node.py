@@ -54,6 +54,8 @@ def sim(ros, model, tmp_path_factory):
 
 
 def reset(probe):
+    """~/reset, then wait until a joint state received after the call shows the arm back near HOME."""
+    probe.clear_logs()                     # the probe logs every joint state it takes (depth 50)
     cli = probe.create_client(Trigger, "/mujoco_sim/reset")
     assert cli.wait_for_service(timeout_sec=10.0)
     fut = cli.call_async(Trigger.Request())
@@ -65,9 +67,21 @@ def reset(probe):
     # the physics thread applies the reset on its next cycle: wait until the joint states show the
     # arm back near HOME (a fixed sleep let a loaded machine judge the pose from before the reset).
     # 0.02 rad: far below the falls before a reset (> FALL_MIN), above what an unheld arm falls in
-    # the first ~20 ms after it
+    # the first ~20 ms after it.  Every state taken is looked at, not the newest at each poll: an
+    # unheld arm is past 0.02 rad within ~40 ms, and a loaded run's 10 ms poll saw none of the
+    # states inside that window ("reset not seen", 4c88e5f run 4)
     q0 = np.array(HOME["panda"])
-    assert probe.wait_for(lambda: np.max(np.abs(probe.q - q0)) < 0.02, 10.0), "reset not seen"
+    seen = [0]
+
+    def back_home():
+        log = probe.js_log
+        while seen[0] < len(log):
+            q = log[seen[0]][2]
+            seen[0] += 1
+            if np.max(np.abs(q - q0)) < 0.02:
+                return True
+        return False
+    assert probe.wait_for(back_home, 10.0), "reset not seen: no joint state near HOME after ~/reset"
 
 
 def to_wire(model, x):
