@@ -170,3 +170,47 @@ def test_a_start_with_the_arm_far_from_its_reference_is_refused():
     run = loop.dynamics_run
     t = run_for(loop, sim, t, 2.5, until=lambda: run.done)
     assert run.phase == "excite" and not run.done, run.message
+
+
+def test_an_abort_at_the_effort_limit_moves_back_from_the_arm_state():
+    """The run aborted by an effort limit (the arm behind its excitation: a controller stalled 0.3 s
+    while the plant held its last torque) moves the arm back from where it is and how it moves
+    (payload_run.move_back), and it comes back and rests there, with the commands reaching the plant
+    8 ms late and limited to 1000 N m/s as the shipped configurations do (HOME, the Panda's joint
+    impedance gains, the plant of test_node_dynamics).  Moved back from the reference the arm had
+    left (the code before: the law stays at its limit, its rate-limited torque turns too late, each
+    swing overshoots further) the arm ran away: 21 and 42 rad/s at the end, 2-5 rad from HOME."""
+    home = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
+    model = Model.from_robot("panda")
+    sim = MujocoSim(model, limits=False, armature=0.1, damping=0.3, friction=0.5)
+    sim.reset(home)
+    loop = ControlLoop.from_params(model, {
+        "controller": "joint_impedance", "joint_impedance.k_gains": [400.0] * 4 + [100.0, 50.0, 15.0],
+        "torque_rate_limit": 1000.0, "watchdog_timeout": 0.5, "dynamics_id.period": 4.0,
+        "dynamics_id.periods": 2, "dynamics_id.acc_max": 4.0, "dynamics_id.torque_timing": "held_before"})
+    loop.activate(0.0)
+    late = [np.zeros(7)] * 8                             # the commands on their way: 8 ms
+    tau = np.zeros(7)
+    run = None
+    for k in range(20000):
+        t = k * DT
+        if k == 1500:
+            ok, msg = loop.start_dynamics_id(t)
+            assert ok, msg
+            run = loop.dynamics_run
+        # (the excitation starts once its thread has chosen it: its time t0 on the loop's clock)
+        stalled = run is not None and run.phase == "excite" and 1.1 <= t - run.t0 < 1.4
+        if run is not None and run.phase == "finished" and t - run.t0 > 8.0:
+            break
+        if not stalled:                                  # stalled: no step, the plant holds the torque
+            loop.update_state(sim.q, sim.v, t, effort=sim.measured_effort)
+            tau, _ = loop.step(t)
+        late.append(tau.copy())
+        sim.step(late.pop(0))
+    assert run.done and not run.ok and "effort limit" in run.message, run.message
+    assert run.phase == "finished", run.status()
+    # at rest where it started, within each joint's friction band (the plant's 0.5 N m over its K)
+    band = 0.5 / np.array([400.0] * 4 + [100.0, 50.0, 15.0]) + 1e-3
+    err, speed = np.abs(sim.q - home), np.max(np.abs(sim.v))
+    assert np.all(err < band) and speed < 0.01, \
+        f"{np.round(err, 3)} rad from where it started (band {np.round(band, 3)}), at {speed:.2f} rad/s"

@@ -37,8 +37,7 @@ import numpy as np
 
 from ..dynamics import identification as idn
 from .base import JointReference
-from .payload_run import check_can_start, effort_limited_joint
-from .trajectory import JointTrajectory
+from .payload_run import check_can_start, effort_limited_joint, move_back
 
 
 class DynamicsRun:
@@ -250,11 +249,9 @@ class DynamicsRun:
                 f"{100.0 * (1.0 - mask.any(axis=1).mean()):.0f} % of the rows left out near them")
 
     def _begin_move(self, target):
-        loop = self.loop
-        vl = np.where(np.isfinite(self.model.velocity_limits), self.model.velocity_limits, 1.0)
-        T = max(1.0, 15.0 / 8.0 * float(np.max(np.abs(target - loop.q) / (self.p["vel_frac"] * vl))))
-        self.traj = JointTrajectory([T], [target], lower=None, upper=None)
-        loop.law.set_reference(self.traj)
+        vl = np.asarray(self.model.velocity_limits, dtype=float)
+        vl = np.where(np.isfinite(vl) & (vl > 0), vl, 1.0)
+        self.traj = move_back(self.loop, target, self.p["vel_frac"] * vl, 1.0)
 
     # ------------------------------------------------------------------ ending
     def abort(self, reason, restore=True):

@@ -54,6 +54,29 @@ def effort_limited_joint(loop):
     return j, float(tau[j]), float(lim[j])
 
 
+def move_back(loop, target, vmax, t_min):
+    """The way back after an aborted run (either identification): a trajectory to `target` at rest
+    starting from the arm's measured state (q, v), not from the reference it may have left.  A run
+    aborts when the law's command reached an effort limit, the arm behind its reference: resumed from
+    there, the law stays saturated and, its command moving at most torque_rate_limit per step, the
+    torque turns too late for a light joint, which overshoots further each swing (ROS-free, a Panda
+    with its commands 4-8 ms late: 30-70 rad/s after such an abort; over DDS on a loaded host the arm
+    ended 3.2 rad from its reference).  From the measured state the law's error starts at zero.  The
+    duration: `t_min` at least, the largest distance at 8/15 of `vmax`, and twice the time the
+    fastest joint would take to cover a second of its speed at `vmax` (a run left moving fast comes
+    to rest gently).  Returns the trajectory (set as the law's reference)."""
+    law = loop.law
+    q, v = np.array(loop.q, dtype=float), np.array(loop.v, dtype=float)
+    law.q_d = q.copy()
+    law.v_d[:] = v
+    law.a_d[:] = 0.0
+    target = np.asarray(target, dtype=float)
+    T = max(t_min, 15.0 / 8.0 * float(np.max(np.abs(target - q) / vmax)), 2.0 * float(np.max(np.abs(v) / vmax)))
+    traj = JointTrajectory([T], [target], lower=None, upper=None)
+    law.set_reference(traj)                     # starts at the next compute, from (q_d, v_d) set here
+    return traj
+
+
 def check_can_start(loop, what, purpose):
     """The conditions every identification run needs of the loop before it may move the arm (ValueError
     with the reason): a joint law, active, a valid joint state, no other run going, no trajectory being
@@ -350,7 +373,8 @@ class PayloadRun:
 
     def _restore(self, now, t):
         self.restore_pending = False
-        self._begin_move(now, t, self.q_ref)
+        self.traj = move_back(self.loop, self.q_ref, self._vmax(), self.p["move_time"])
+        self.target = self.q_ref.copy()
         self.phase = "return"
 
     # ------------------------------------------------------------------ reporting
