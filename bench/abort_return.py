@@ -42,6 +42,13 @@ def from_reference(loop, target, vmax, t_min):
 
 def case(model, at, stall, delay, way):
     dr.move_back = way
+    try:
+        return _case(model, at, stall, delay)
+    finally:
+        dr.move_back = MOVE_BACK
+
+
+def _case(model, at, stall, delay):
     sim = MujocoSim(model, limits=False, armature=0.1, damping=0.3, friction=0.5)
     sim.reset(HOME)
     loop = ControlLoop.from_params(model, {
@@ -64,7 +71,6 @@ def case(model, at, stall, delay, way):
             tau, _ = loop.step(t)
         late.append(tau.copy())
         sim.step(late.pop(0))
-    dr.move_back = MOVE_BACK
     why = "completed" if run.ok else ("effort limit" if "effort limit" in run.message
                                       else "position margin" if "margin" in run.message else run.message[:30])
     return why, float(np.max(np.abs(sim.q - HOME))), float(np.max(np.abs(sim.v)))

@@ -54,24 +54,40 @@ def effort_limited_joint(loop):
     return j, float(tau[j]), float(lim[j])
 
 
+# the largest excursion of a quintic's start-velocity term, T v0 (s - 6 s^3 + 8 s^4 - 3 s^5) for s in
+# [0, 1], is 16/81 T v0 at s = 1/3 (a cubic's, T v0 (s - 2 s^2 + s^3), 4/27): rounded up
+OVERSHOOT = 0.2
+
+
 def move_back(loop, target, vmax, t_min):
     """The way back after an aborted run (either identification): a trajectory to `target` at rest
     starting from the arm's measured state (q, v), not from the reference it may have left.  A run
     aborts when the law's command reached an effort limit, the arm behind its reference: resumed from
     there, the law stays saturated and, its command moving at most torque_rate_limit per step, the
     torque turns too late for a light joint, which overshoots further each swing (ROS-free, a Panda
-    with its commands 4-8 ms late: 30-70 rad/s after such an abort; over DDS on a loaded host the arm
-    ended 3.2 rad from its reference).  From the measured state the law's error starts at zero.  The
-    duration: `t_min` at least, the largest distance at 8/15 of `vmax`, and twice the time the
-    fastest joint would take to cover a second of its speed at `vmax` (a run left moving fast comes
-    to rest gently).  Returns the trajectory (set as the law's reference)."""
+    with its commands 4-8 ms late: 30-100 rad/s after such an abort, bench/abort_return.py; over DDS
+    on a loaded host the arm ended 3.2 rad from its reference).  From the measured state the law's
+    error starts at zero.  The duration: `t_min` at least, the largest distance at 8/15 of `vmax`, and
+    2 |v| / vmax per joint (a run left moving fast comes to rest gently).  A joint moving toward a
+    position limit carries on before it turns, by at most OVERSHOOT T |v0| (the quintic's start-velocity
+    term): its start velocity is cut so that the reference stays within the limit (after an abort near
+    the limit the reference brakes harder than the arm, rather than leave the range).  A state not
+    finite: from the reference, as before.  Returns the trajectory (set as the law's reference)."""
     law = loop.law
-    q, v = np.array(loop.q, dtype=float), np.array(loop.v, dtype=float)
-    law.q_d = q.copy()
-    law.v_d[:] = v
-    law.a_d[:] = 0.0
+    q, v = np.asarray(loop.q, dtype=float), np.asarray(loop.v, dtype=float)
     target = np.asarray(target, dtype=float)
-    T = max(t_min, 15.0 / 8.0 * float(np.max(np.abs(target - q) / vmax)), 2.0 * float(np.max(np.abs(v) / vmax)))
+    if np.all(np.isfinite(q)) and np.all(np.isfinite(v)):
+        T = max(t_min, 15.0 / 8.0 * float(np.max(np.abs(target - q) / vmax)),
+                2.0 * float(np.max(np.abs(v) / vmax)))
+        m = loop.model
+        room = np.where(v > 0.0, np.asarray(m.upper_limits, dtype=float) - q,
+                        q - np.asarray(m.lower_limits, dtype=float))
+        v0 = np.sign(v) * np.minimum(np.abs(v), np.maximum(room, 0.0) / (OVERSHOOT * T))
+        law.q_d = q.copy()
+        law.v_d[:] = v0
+        law.a_d[:] = 0.0
+    else:
+        T = max(t_min, 15.0 / 8.0 * float(np.max(np.abs(target - law.q_d) / vmax)))
     traj = JointTrajectory([T], [target], lower=None, upper=None)
     law.set_reference(traj)                     # starts at the next compute, from (q_d, v_d) set here
     return traj
