@@ -394,15 +394,28 @@ def check_held_stiffness(probe, procs, K, k_tol, seconds=3.0, max_seconds=12.0):
         if held or waited >= max_seconds:
             break
     assert held, (f"no joint held at rest with > {LOADED} N m in {waited:.0f} s: payload torques "
-                  f"{np.round(g_load, 2)}, largest |v| over the last second {np.round(np.max(np.abs(v[-1000:]), axis=0), 4)}")
+                  f"{np.round(g_load, 2)}, largest |v| over the last second {np.round(np.max(np.abs(v[-1000:]), axis=0), 4)}"
+                  f"{_runaway(t, v)}; the bridge: {probe.diag}")
     for j in held:
         r = rest[:, j]
         k_meas = float(np.median((tau[r, j] + d[j] * v[r, j]) / e[r, j]))
-        assert abs(k_meas / K[j] - 1.0) < k_tol, f"joint {j + 1}: measured K {k_meas:.1f} vs {K[j]}"
+        assert abs(k_meas / K[j] - 1.0) < k_tol, (f"joint {j + 1}: measured K {k_meas:.1f} vs {K[j]} (deflection "
+                                                  f"{np.median(e[r, j]):.2e} rad at rest){_runaway(t, v)}; the bridge: {probe.diag}")
         imbalance = abs(K[j] * e[-1, j] + g_load[j])
         assert imbalance < 1.2 * friction[j] + 0.05, \
             f"joint {j + 1}: K e + g_L = {imbalance:.3f} N m (friction {friction[j]})"
     return held
+
+
+def _runaway(t, v, fast=1.0):
+    """Where a held arm first moved faster than `fast` rad/s (receipt time from the first state, the
+    joints and speeds then), for a failure's message: '' when it never did."""
+    over = np.flatnonzero(np.max(np.abs(v), axis=1) > fast) if len(v) else []
+    if not len(over):
+        return ""
+    i = int(over[0])
+    return (f"; faster than {fast} rad/s first {t[i] - t[0]:.3f} s into the states (|v| {np.round(np.abs(v[i]), 2)}; "
+            f"{len(t)} states over {t[-1] - t[0]:.1f} s, largest gap between them {np.max(np.diff(t)) if len(t) > 1 else 0:.3f} s)")
 
 
 def dump_logs(procs, sim=None):
