@@ -37,7 +37,7 @@ import numpy as np
 
 from ..dynamics import identification as idn
 from .base import JointReference
-from .payload_run import check_can_start, effort_limited_joint, move_back
+from .payload_run import check_can_start, effort_limited_joint, move_back, velocity_caps
 
 
 class DynamicsRun:
@@ -85,9 +85,8 @@ class DynamicsRun:
 
     def _prepare(self):
         p, m = self.p, self.model
-        vl = np.where(np.isfinite(m.velocity_limits) & (m.velocity_limits > 0), m.velocity_limits, 1.0)
         try:
-            kw = dict(period=p["period"], harmonics=int(p["harmonics"]), v_max=p["vel_frac"] * vl,
+            kw = dict(period=p["period"], harmonics=int(p["harmonics"]), v_max=velocity_caps(m, p["vel_frac"]),
                       a_max=p["acc_max"], margin=p["margin"], inertial=self.inertial)
             exc = idn.fourier_excitation(m, self.q_ref, candidates=30, seed=int(p["seed"]), **kw)
             val = idn.fourier_excitation(m, self.q_ref, candidates=3, seed=int(p["seed"]) + 1, **kw)
@@ -249,9 +248,7 @@ class DynamicsRun:
                 f"{100.0 * (1.0 - mask.any(axis=1).mean()):.0f} % of the rows left out near them")
 
     def _begin_move(self, target):
-        vl = np.asarray(self.model.velocity_limits, dtype=float)
-        vl = np.where(np.isfinite(vl) & (vl > 0), vl, 1.0)
-        self.traj = move_back(self.loop, target, self.p["vel_frac"] * vl, 1.0)
+        self.traj = move_back(self.loop, target, velocity_caps(self.model, self.p["vel_frac"]), 1.0)
 
     # ------------------------------------------------------------------ ending
     def abort(self, reason, restore=True):

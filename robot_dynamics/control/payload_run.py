@@ -54,6 +54,13 @@ def effort_limited_joint(loop):
     return j, float(tau[j]), float(lim[j])
 
 
+def velocity_caps(model, frac):
+    """`frac` x the model's velocity limits per joint (1 rad/s where a joint has none: not finite or
+    <= 0): the speeds the identification runs move the arm at."""
+    vl = np.asarray(model.velocity_limits, dtype=float)
+    return frac * np.where(np.isfinite(vl) & (vl > 0), vl, 1.0)
+
+
 # the largest excursion of a quintic's start-velocity term, T v0 (s - 6 s^3 + 8 s^4 - 3 s^5) for s in
 # [0, 1], is 16/81 T v0 at s = 1/3 (a cubic's, T v0 (s - 2 s^2 + s^3), 4/27): rounded up
 OVERSHOOT = 0.2
@@ -214,9 +221,7 @@ class PayloadRun:
                 f"about {est:.0f} s")
 
     def _vmax(self):
-        vl = np.array(self.model.velocity_limits, dtype=float)
-        vl = np.where(np.isfinite(vl) & (vl > 0), vl, 1.0)
-        return self.p["vel_frac"] * vl
+        return velocity_caps(self.model, self.p["vel_frac"])
 
     def _move_time(self, a, b, vmax):
         d = np.abs(np.asarray(b) - np.asarray(a))
@@ -390,7 +395,6 @@ class PayloadRun:
     def _restore(self, now, t):
         self.restore_pending = False
         self.traj = move_back(self.loop, self.q_ref, self._vmax(), self.p["move_time"])
-        self.target = self.q_ref.copy()
         self.phase = "return"
 
     # ------------------------------------------------------------------ reporting
