@@ -58,14 +58,16 @@ class NodeProcesses:
 
     def start(self, module, name=None, params=None, params_files=(), remaps=None, args=(), realtime=None):
         """Start `python -m module --ros-args ...`; returns the Popen (its log file is `.log_path`).
-        realtime: None, or {"policy": "fifo", "priority": 40}: the child runs through
-        `python -m robot_dynamics.realtime` (every thread of it under that policy).  Where the OS
+        realtime: None, or {"policy": "fifo", "priority": 40[, "cpus": "1"]}: the child runs through
+        `python -m robot_dynamics.realtime` (every thread of it under that policy, on those CPUs).  Where the OS
         refuses (no CAP_SYS_NICE / RLIMIT_RTPRIO), it logs "[realtime] ... refused" and runs with
         the normal policy (the fallback): `realtime_applied(p)` tells which happened."""
         rt = []
         if realtime:
             rt = ["-m", "robot_dynamics.realtime", "--policy", str(realtime.get("policy", "fifo")),
                   "--priority", str(int(realtime.get("priority", 40)))]
+            if realtime.get("cpus"):
+                rt += ["--cpus", str(realtime["cpus"])]
         cmd = [sys.executable, *rt, "-m", module, *args, "--ros-args"]
         if name:
             cmd += ["-r", f"__node:={name}"]
