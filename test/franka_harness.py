@@ -29,6 +29,17 @@ READY_TIMEOUT = 90.0      # s: sim + bridge (+ controller) up, commands flowing 
 BRIDGE_RT = {"rt_sched_policy": "fifo", "rt_sched_priority": 45}
 SIM_NICE = -10
 CONTROLLER_RT = {"policy": "fifo", "priority": 40}
+# Topic mode: the bridge and the controller each on a CPU of its own where there are two.  The kernel's
+# RT throttling (950 ms of every 1000 per CPU) stops every real-time thread of a CPU once those together
+# used it up: the two loops beside each other on one CPU (859 ms of RT time on one CPU in a loaded run
+# of three topic tests; 536 pinned), or a controller starting under SCHED_FIFO (a second of imports and
+# model building at full CPU), froze the bridge's callback with them, the arm on a stale torque for up
+# to 50 ms.  In-process the bridge is the one real-time process and keeps both CPUs (pinned, its
+# executor and DDS threads beside the callback on one CPU, 3 in-process tests failed in two loaded
+# runs of the file)
+TOPIC_CPUS = {"bridge": "0", "controller": "1"} if (os.cpu_count() or 1) >= 2 else {}
+if TOPIC_CPUS:
+    CONTROLLER_RT["cpus"] = TOPIC_CPUS["controller"]
 _counter = itertools.count(1)
 FR3_JOINTS = [f"fr3_joint{i}" for i in range(1, 8)]
 
@@ -238,8 +249,11 @@ def bridge_params(sim, **over):
     # state, the bridge's callback idle meanwhile; 50 ms stalls are common, e.g. the kernel's RT
     # throttling) ended the motion with TorqueSignalTimeoutException.  A real robot does not stall; the
     # bridge's own watchdog (command_timeout) is what the tests of the stop check
-    return {"robot_ip": sim.address, "realtime": False, "connect_timeout": 30.0, "diagnostics_period": 0.2,
-            "publish_clock": True, "command_timeout": 1.0, "signal_timeout": 1.0, **BRIDGE_RT, **over}
+    params = {"robot_ip": sim.address, "realtime": False, "connect_timeout": 30.0, "diagnostics_period": 0.2,
+              "publish_clock": True, "command_timeout": 1.0, "signal_timeout": 1.0, **BRIDGE_RT, **over}
+    if params.get("mode", "topic") == "topic" and TOPIC_CPUS:
+        params.setdefault("rt_cpu_affinity", TOPIC_CPUS["bridge"])
+    return params
 
 
 def start_bridge(procs, sim, robot="fr3", **over):

@@ -47,7 +47,8 @@ def bench_controller_config(tmp_path, law):
     import yaml
     doc = yaml.safe_load(open(config_path(f"fr3_{law}.yaml")))
     doc["/**"]["ros__parameters"].update({"rt_sched_policy": CONTROLLER_RT["policy"],
-                                          "rt_sched_priority": CONTROLLER_RT["priority"]})
+                                          "rt_sched_priority": CONTROLLER_RT["priority"],
+                                          "rt_cpu_affinity": CONTROLLER_RT.get("cpus", "")})
     path = tmp_path / f"fr3_{law}_bench.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
