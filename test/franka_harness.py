@@ -35,8 +35,8 @@ CONTROLLER_RT = {"policy": "fifo", "priority": 40}
 # of three topic tests; 536 pinned), or a controller starting under SCHED_FIFO (a second of imports and
 # model building at full CPU), froze the bridge's callback with them, the arm on a stale torque for up
 # to 50 ms.  In-process the bridge is the one real-time process and keeps both CPUs (pinned, its
-# executor and DDS threads beside the callback on one CPU, 3 in-process tests failed in two loaded
-# runs of the file)
+# executor and DDS threads beside the callback on one CPU, 3 in-process tests failed in two runs of
+# the file beside 3-4 CPU hogs)
 TOPIC_CPUS = {"bridge": "0", "controller": "1"} if (os.cpu_count() or 1) >= 2 else {}
 if TOPIC_CPUS:
     CONTROLLER_RT["cpus"] = TOPIC_CPUS["controller"]
