@@ -32,9 +32,10 @@ CONTROLLER_RT = {"policy": "fifo", "priority": 40}
 # Topic mode: the bridge and the controller each on a CPU of its own where there are two.  The kernel's
 # RT throttling (950 ms of every 1000 per CPU) stops every real-time thread of a CPU once those together
 # used it up: the two loops beside each other on one CPU (859 ms of RT time on one CPU in a loaded run
-# of three topic tests; 536 pinned), or a controller starting under SCHED_FIFO (a second of imports and
-# model building at full CPU), froze the bridge's callback with them, the arm on a stale torque for up
-# to 50 ms.  In-process the bridge is the one real-time process and keeps both CPUs (pinned, its
+# of three topic tests; 536 pinned), or a controller starting under SCHED_FIFO (each start took its CPU
+# to the 950 ms in loaded suite runs), can freeze the bridge's callback with them, the arm on a stale
+# torque for up to 50 ms (the bench's stalls with franky-sim real-time too: README, Franka bridge).
+# It is not what kicked every loaded FR3 hold: one in-process failure had no stall.  In-process the bridge is the one real-time process and keeps both CPUs (pinned, its
 # executor and DDS threads beside the callback on one CPU, 3 in-process tests failed in two runs of
 # the file beside 3-4 CPU hogs)
 TOPIC_CPUS = {"bridge": "0", "controller": "1"} if (os.cpu_count() or 1) >= 2 else {}
