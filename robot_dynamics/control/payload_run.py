@@ -61,6 +61,13 @@ def velocity_caps(model, frac):
     return frac * np.where(np.isfinite(vl) & (vl > 0), vl, 1.0)
 
 
+def move_time(a, b, vmax, t_min):
+    """The duration of a quintic move from `a` to `b` (rest to rest): `t_min` at least, and long enough
+    that no joint passes `vmax` (a quintic's peak speed is 15/8 of its mean)."""
+    d = np.abs(np.asarray(b, dtype=float) - np.asarray(a, dtype=float))
+    return max(t_min, 15.0 / 8.0 * float(np.max(d / vmax)))
+
+
 # the largest excursion of a quintic's start-velocity term, T v0 (s - 6 s^3 + 8 s^4 - 3 s^5) for s in
 # [0, 1], is 16/81 T v0 at s = 1/3 (a cubic's, T v0 (s - 2 s^2 + s^3), 4/27): rounded up
 OVERSHOOT = 0.2
@@ -84,8 +91,7 @@ def move_back(loop, target, vmax, t_min):
     q, v = np.asarray(loop.q, dtype=float), np.asarray(loop.v, dtype=float)
     target = np.asarray(target, dtype=float)
     if np.all(np.isfinite(q)) and np.all(np.isfinite(v)):
-        T = max(t_min, 15.0 / 8.0 * float(np.max(np.abs(target - q) / vmax)),
-                2.0 * float(np.max(np.abs(v) / vmax)))
+        T = max(move_time(q, target, vmax, t_min), 2.0 * float(np.max(np.abs(v) / vmax)))
         m = loop.model
         room = np.where(v > 0.0, np.asarray(m.upper_limits, dtype=float) - q,
                         q - np.asarray(m.lower_limits, dtype=float))
@@ -94,7 +100,7 @@ def move_back(loop, target, vmax, t_min):
         law.v_d[:] = v0
         law.a_d[:] = 0.0
     else:
-        T = max(t_min, 15.0 / 8.0 * float(np.max(np.abs(target - law.q_d) / vmax)))
+        T = move_time(law.q_d, target, vmax, t_min)
     traj = JointTrajectory([T], [target], lower=None, upper=None)
     law.set_reference(traj)                     # starts at the next compute, from (q_d, v_d) set here
     return traj
@@ -224,8 +230,7 @@ class PayloadRun:
         return velocity_caps(self.model, self.p["vel_frac"])
 
     def _move_time(self, a, b, vmax):
-        d = np.abs(np.asarray(b) - np.asarray(a))
-        return max(self.p["move_time"], 15.0 / 8.0 * float(np.max(d / vmax)))
+        return move_time(a, b, vmax, self.p["move_time"])
 
     def _begin_move(self, now, t, target):
         loop = self.loop
