@@ -172,14 +172,17 @@ def test_a_start_with_the_arm_far_from_its_reference_is_refused():
     assert run.phase == "excite" and not run.done, run.message
 
 
-def test_an_abort_at_the_effort_limit_moves_back_from_the_arm_state():
-    """The run aborted by an effort limit (the arm behind its excitation: a controller stalled 0.3 s
-    while the plant held its last torque) moves the arm back from where it is and how it moves
-    (payload_run.move_back), and it comes back and rests there, with the commands reaching the plant
-    8 ms late and limited to 1000 N m/s as the shipped configurations do (HOME, the Panda's joint
-    impedance gains, the plant of test_node_dynamics).  Moved back from the reference the arm had
-    left (the code before: the law stays at its limit, its rate-limited torque turns too late, each
-    swing overshoots further) the arm ran away: 21 and 42 rad/s at the end, 2-5 rad from HOME."""
+@pytest.mark.parametrize("at, stall, delay", [(1.1, 0.3, 8), (2.5, 0.4, 2)])
+def test_an_abort_at_the_effort_limit_comes_back_without_swinging(at, stall, delay):
+    """The run aborted by an effort limit (the arm off its excitation: a controller stalled `stall` s
+    `at` s into it while the plant held its last torque) brings the arm back where it started, at
+    rest, and no joint moves faster on the way than the fastest did at the abort, with the commands
+    reaching the plant `delay` ms late and limited to 1000 N m/s as the shipped configurations do
+    (HOME, the Panda's joint impedance gains, the plant of test_node_dynamics).  Moved back from the
+    reference the arm had left (the code before move_back) the arm ran away in the first case: 21
+    and 42 rad/s at the end, 2-5 rad from HOME.  Moved back from the arm's state without the brake
+    (payload_run.needs_brake) the second case swung at 30-80 rad/s for seconds after leaving the
+    abort at 5.4 (over DDS, the same stall: not back after 200 s)."""
     home = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
     model = Model.from_robot("panda")
     sim = MujocoSim(model, limits=False, armature=0.1, damping=0.3, friction=0.5)
@@ -189,10 +192,11 @@ def test_an_abort_at_the_effort_limit_moves_back_from_the_arm_state():
         "torque_rate_limit": 1000.0, "watchdog_timeout": 0.5, "dynamics_id.period": 4.0,
         "dynamics_id.periods": 2, "dynamics_id.acc_max": 4.0, "dynamics_id.torque_timing": "held_before"})
     loop.activate(0.0)
-    late = [np.zeros(7)] * 8                             # the commands on their way: 8 ms
+    late = [np.zeros(7)] * delay                         # the commands on their way
     tau = np.zeros(7)
     run = None
     k = 0
+    v_abort = v_after = None
     while True:
         t = k * DT
         if k == 1500:
@@ -202,10 +206,15 @@ def test_an_abort_at_the_effort_limit_moves_back_from_the_arm_state():
         # the excitation starts once its thread has chosen it (the arm held meanwhile, however long that
         # takes the thread on a busy host): its time t0 on the loop's clock; 20 s from there at most
         t0 = getattr(run, "t0", None)
-        stalled = run is not None and run.phase == "excite" and 1.1 <= t - t0 < 1.4
+        stalled = run is not None and run.phase == "excite" and at <= t - t0 < at + stall
         if t0 is not None and (run.phase == "finished" and t - t0 > 8.0 or t - t0 > 20.0):
             break
         assert run is None or run.phase != "aborted" or t0 is not None, run.message
+        if run is not None and run.done:
+            speed = float(np.max(np.abs(sim.v)))
+            if v_abort is None:
+                v_abort = v_after = speed
+            v_after = max(v_after, speed)
         k += 1
         if not stalled:                                  # stalled: no step, the plant holds the torque
             loop.update_state(sim.q, sim.v, t, effort=sim.measured_effort)
@@ -214,6 +223,9 @@ def test_an_abort_at_the_effort_limit_moves_back_from_the_arm_state():
         sim.step(late.pop(0))
     assert run.done and not run.ok and "effort limit" in run.message, run.message
     assert run.phase == "finished", run.status()
+    # the brake's command turns from the law's saturated one at the rate limit (87 N m each way: up to
+    # 0.17 s), the arm speeding up meanwhile (5.9 after 5.5 rad/s at the abort, the second case)
+    assert v_after <= 1.25 * v_abort, f"{v_after:.2f} rad/s on the way back, {v_abort:.2f} at the abort"
     # at rest where it started, within each joint's friction band (the plant's 0.5 N m over its K)
     band = 0.5 / np.array([400.0] * 4 + [100.0, 50.0, 15.0]) + 1e-3
     err, speed = np.abs(sim.q - home), np.max(np.abs(sim.v))

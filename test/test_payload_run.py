@@ -218,6 +218,33 @@ def test_cancel_restores_the_reference():
     assert rig.loop.cancel_payload_id()[0] is False
 
 
+def test_cancelled_while_pushed_fast_it_brakes_to_rest_then_comes_back():
+    """Bug: the way back starts at once from an arm moving faster than the run's speeds (a joint law on
+    a rate-limited command then brings it back late, swinging: payload_run.needs_brake).  Mid-move a
+    push on the hand (300 N for 0.1 s) speeds the arm past the run's bound and the run is cancelled:
+    its status says it brakes first, no joint gets faster than at the cancel, and the arm
+    comes back to the reference this test had the loop hold, at rest."""
+    rig = Rig(dict(mass=1.0, com=[0.02, 0.0, 0.05]), torque_rate_limit=1000.0, watchdog_timeout=0.5)
+    run = _start_and_run_into_pose(rig)
+    rig.sim.apply_wrench(TCP, [300.0, 0.0, -300.0, 0.0, 0.0, 0.0])
+    rig.run(0.1)
+    rig.sim.clear_wrench()
+    vmax = 0.8 * np.asarray(rig.model.velocity_limits)     # FAST's vel_frac
+    v_cancel = float(np.max(np.abs(rig.sim.v)))
+    assert np.any(np.abs(rig.sim.v) > vmax), f"the push left the arm within the run's speeds: {rig.sim.v}"
+    ok, msg = rig.loop.cancel_payload_id()
+    assert ok, msg
+    statuses, peak = set(), 0.0
+    for _ in range(800):                                   # 8 s
+        rig.run(0.01)
+        statuses.add(run.status().split("(")[-1])
+        peak = max(peak, float(np.max(np.abs(rig.sim.v))))
+    assert "braking before moving back)" in statuses, statuses
+    assert peak <= 1.25 * v_cancel, f"{peak:.2f} rad/s after the cancel, {v_cancel:.2f} at it"
+    assert not run.busy, run.status()
+    assert np.max(np.abs(rig.sim.q - Q_HOME)) < rig.sag + 1e-3 and np.max(np.abs(rig.sim.v)) < 0.01
+
+
 def test_watchdog_trip_aborts_and_the_reference_comes_back_after_it():
     """Bug: a trip leaves the run going (it would move on with stale states) or forgets the reference.
     The joint states stop mid-run: the run aborts naming the watchdog; once states flow again the arm

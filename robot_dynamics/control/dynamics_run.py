@@ -37,7 +37,7 @@ import numpy as np
 
 from ..dynamics import identification as idn
 from .base import JointReference
-from .payload_run import check_can_start, effort_limited_joint, move_back, velocity_caps
+from .payload_run import brake_done, check_can_start, effort_limited_joint, move_back, needs_brake, velocity_caps
 
 
 class DynamicsRun:
@@ -107,16 +107,22 @@ class DynamicsRun:
 
     @property
     def busy(self):
-        return self.phase in ("preparing", "excite", "return") or self.restore_pending
+        return self.phase in ("preparing", "excite", "brake", "return") or self.restore_pending
 
     # ------------------------------------------------------------------ per step
     def step(self, now, t):
+        loop = self.loop
         if self.restore_pending:
             self.restore_pending = False
-            self._begin_move(self.q_ref)
-            self.phase = "return"
+            if needs_brake(loop, self._vmax()):
+                self.phase, self.brake_start = "brake", now     # the loop brakes; then the way back
+            else:
+                self._begin_move(self.q_ref)
             return
-        loop = self.loop
+        if self.phase == "brake":
+            if brake_done(loop, self._vmax(), now - self.brake_start):
+                self._begin_move(self.q_ref)
+            return
         if self.phase == "return":
             if self.traj.started and self.traj.done(t):
                 loop.law.set_reference(JointReference(self.q_ref.copy()))
@@ -247,15 +253,21 @@ class DynamicsRun:
         return (f"{int((~valid).sum())} samples in {starts} gap(s) of the record filled in, "
                 f"{100.0 * (1.0 - mask.any(axis=1).mean()):.0f} % of the rows left out near them")
 
+    def _vmax(self):
+        return velocity_caps(self.model, self.p["vel_frac"])
+
     def _begin_move(self, target):
-        self.traj = move_back(self.loop, target, velocity_caps(self.model, self.p["vel_frac"]), 1.0)
+        self.traj = move_back(self.loop, target, self._vmax(), 1.0)
+        self.phase = "return"
 
     # ------------------------------------------------------------------ ending
     def abort(self, reason, restore=True):
         if not self.busy and self.phase != "idle":
             return
-        if self.phase == "return":                     # interrupted on the way back
+        if self.phase in ("brake", "return"):          # interrupted on the way back
             self.restore_pending = restore
+            if not restore and self.phase == "brake":
+                self.phase = "aborted"                  # no brake, no move: what stopped it takes over
             return
         self.done, self.ok = True, False
         self.message = f"aborted: {reason}; nothing applied"
@@ -273,6 +285,8 @@ class DynamicsRun:
             te = self.loop.state.t - self.t0
             what = "excitation" if te < self.T_id else "validation"
             return f"{what} {te:.1f} / {self.T_id + self.T_val:.1f} s"
+        if self.phase == "brake":
+            return f"{self.message} (braking before moving back)"
         if self.phase == "return":
             return f"{self.message} (moving back)"
         if self.phase == "solving":

@@ -958,6 +958,11 @@ class ControlLoop:
                 except Exception as e:                   # noqa: BLE001 (never the loop's problem)
                     self.exception(what, e, now)
                     run.abort(f"{type(e).__name__}: {e}")
+        for run in (self.payload_run, self.dynamics_run):
+            if run is not None and run.phase == "brake":     # an aborted run's way back starts so
+                self.tau[:] = self.brake_step(now, dt_rate)
+                self.total_steps += 1
+                return self.tau
         if self.pending_wrench:
             self.pending_wrench = False
             self._apply_target_wrench()
@@ -1183,11 +1188,33 @@ class ControlLoop:
         if damping is not None:
             target -= damping
             np.clip(target, -self.safety.limit, self.safety.limit, out=target)
+        return self._ramp_to(target, now)
+
+    def brake_step(self, now, dt=None):
+        """One step of an identification run's brake (its way back starts with it: payload_run.needs_brake):
+        g(q) when the law compensates gravity (else zero) minus D v, D as the joint speed stop's (at most
+        STOP_RATE M_ii: stable with late commands, where a saturated joint law on a rate-limited command
+        is not), through the safety envelope when it is on, clipped to the effort limits and rate-limited
+        as the safe command.  The run ends it (payload_run.brake_done).  `dt`: the time since the last
+        command left (default: as safe_step)."""
+        M = self.gravity_backend.mass_matrix(self.q)
+        d = np.minimum(self._p["safety.stop_damping"], self.STOP_RATE * np.diagonal(M))
+        target = self.gravity_backend.gravity(self.q) if self.law.gravity_enabled else np.zeros(self.n)
+        target = target - d * self.v
+        if self.envelope.enabled:                        # its planes hold during the brake as well
+            target = self._envelope(target, self.state, self.period if dt is None else dt, now)
+        np.clip(target, -self.safety.limit, self.safety.limit, out=target)
+        return self._ramp_to(target, now, dt)
+
+    def _ramp_to(self, target, now, dt=None):
+        """The command from the last one sent toward `target` at the torque-rate limit (see safe_step)."""
         prev = self.safety.prev
         tau = self.safe_out
         if prev is None:                                 # nothing sent yet: the drive holds zero
             prev = self._zero
-        dt = self.period if self.last_pub is None else min(max(now - self.last_pub, 0.0), self.period)
+        if dt is None:
+            dt = self.period if self.last_pub is None else min(max(now - self.last_pub, 0.0), self.period)
+        dt = min(dt, self.period)
         step = self.safety.rate * dt
         d = target - prev
         np.clip(d, -step, step, out=tau)

@@ -106,6 +106,35 @@ def move_back(loop, target, vmax, t_min):
     return traj
 
 
+# the brake before the way back (needs_brake) ends once every joint is slower than BRAKE_FRAC x the
+# run's speed (move_back takes the arm from there), or after BRAKE_MAX [s] whatever its speed (a
+# brake holds no position: an arm whose weight the model misses sinks at a steady speed under it)
+BRAKE_FRAC = 0.5
+BRAKE_MAX = 3.0
+
+
+def needs_brake(loop, vmax):
+    """Whether the way back after an aborted run (either identification) starts with a brake (the
+    loop's brake_step: g(q) minus a joint damping) rather than at once from the arm's measured state:
+    the law's last command at an effort limit, or a joint faster than the run's own speed `vmax`.  From
+    there a joint law on a torque-rate-limited command may not bring the arm back: its saturated
+    command turns at the rate limit, too late, and the arm swings further each time (a Panda whose
+    controller stalled 0.4 s 2.5 s into the excitation: 85 rad/s on the way back, ROS-free, and over
+    DDS not back 200 s later; bench/abort_return.py).  A state not finite: no brake (the way back
+    starts from the reference)."""
+    v = np.asarray(loop.v, dtype=float)
+    if not np.all(np.isfinite(v)):
+        return False
+    return effort_limited_joint(loop) is not None or bool(np.any(np.abs(v) > vmax))
+
+
+def brake_done(loop, vmax, braking_for):
+    """The brake before the way back is over: every joint slower than BRAKE_FRAC x `vmax`, or it has
+    gone on `braking_for` >= BRAKE_MAX seconds."""
+    v = np.abs(np.asarray(loop.v, dtype=float))
+    return bool(np.all(v < BRAKE_FRAC * np.asarray(vmax))) or braking_for >= BRAKE_MAX
+
+
 def check_can_start(loop, what, purpose):
     """The conditions every identification run needs of the loop before it may move the arm (ValueError
     with the reason): a joint law, active, a valid joint state, no other run going, no trajectory being
@@ -245,7 +274,7 @@ class PayloadRun:
     @property
     def busy(self):
         """Moving the arm (poses, settling, the way back) or about to move it back."""
-        return self.phase in ("move", "settle", "excite", "return") or self.restore_pending
+        return self.phase in ("move", "settle", "excite", "brake", "return") or self.restore_pending
 
     def step(self, now, t):
         """One control cycle (the state is fresh; the law runs right after)."""
@@ -285,6 +314,10 @@ class PayloadRun:
                 self.abort(f"pose {self.k + 1}/{self.n_poses} not at rest within max_hold "
                            f"{self.p['max_hold']} s (|v| max {float(np.max(np.abs(v))):.4f} rad/s, "
                            f"settle_velocity {self.p['settle_velocity']})")
+            return
+        if self.phase == "brake":
+            if brake_done(loop, self._vmax(), now - self.brake_start):
+                self._move_back()
             return
         if self.phase == "return":
             if self.traj.started and self.traj.done(t):
@@ -399,6 +432,12 @@ class PayloadRun:
 
     def _restore(self, now, t):
         self.restore_pending = False
+        if needs_brake(self.loop, self._vmax()):
+            self.phase, self.brake_start = "brake", now     # the loop brakes; then _move_back
+        else:
+            self._move_back()
+
+    def _move_back(self):
         self.traj = move_back(self.loop, self.q_ref, self._vmax(), self.p["move_time"])
         self.phase = "return"
 
@@ -410,6 +449,8 @@ class PayloadRun:
             return f"pose {self.k + 1}/{self.n_poses} settling"
         if self.phase == "excite":
             return f"excitation {self.loop.state.t - self.t_exc0:.1f} / {self.exc.duration:.1f} s"
+        if self.phase == "brake":
+            return f"{self.message} (braking before moving back)"
         if self.phase == "return" and not self.ok:
             return f"{self.message} (moving back)"
         if self.phase == "return":
