@@ -61,7 +61,10 @@ def test_node_identifies_friction_and_rotor_inertia(ros, tmp_path):
         # started before that pulls against them (the law's command then saturates: the run aborts)
         assert until(lambda: sim_diag.get("brakes") == "off", 60.0), f"{sim_diag}\n{logs()}"
 
-        ok, status = run_identification(call, 240.0, procs.check_alive)
+        try:
+            ok, status = run_identification(call, 240.0, procs.check_alive)
+        except AssertionError as e:                 # a run that never started: what the nodes said
+            raise AssertionError(f"{e}\n{logs()}") from None
         assert ok, f"{status}\n{logs()}"
         assert until(out.exists, 10.0), status
         p = yaml.safe_load(open(out))["/**"]["ros__parameters"]
