@@ -173,8 +173,15 @@ NO_DAEMON = ("--no-daemon", "--spin-time", "3")    # its own graph, after 3 s of
 CALL_TIMEOUT = 20.0                                # s: one verb's run, then it counts as hung
 
 
+# what a verb prints when it gave up before it asked the node anything: it has not discovered the node
+# in the graph yet, or (`ros2 param`, which waits a fixed 5 s for them, whatever --timeout says) the
+# node's parameter services ("Wait for service timed out waiting for parameter services": one loaded
+# run, param set, the node up and answering the other verbs)
+NOT_YET = ("Node not found", "Wait for service timed out")
+
+
 def ros2_query(*args, launch, timeout=READY_TIMEOUT, repeatable=True):
-    """`ros2 *args`, repeated over "Node not found" and over a hang (no output in CALL_TIMEOUT) for up
+    """`ros2 *args`, repeated over NOT_YET and over a hang (no output in CALL_TIMEOUT) for up
     to `timeout`; a call that is not `repeatable` (a transition) returns (None, HUNG) on a hang instead,
     for the caller to check what happened.  Each hang is printed with whether the node's log
     (`launch`) shows a dropped response (DROPPED) during it."""
@@ -193,7 +200,7 @@ def ros2_query(*args, launch, timeout=READY_TIMEOUT, repeatable=True):
             if not repeatable:
                 return None, HUNG
             continue
-        if "Node not found" not in out:
+        if not any(m in out for m in NOT_YET):
             return rc, out
     pytest.fail(f"`ros2 {' '.join(args)}` got no answer from the node in {timeout:.0f} s (hangs: {hangs or 'none'}; "
                 f"last output: {out!r}):\n{launch.out()[-4000:]}")
