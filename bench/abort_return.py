@@ -1,17 +1,21 @@
 """The way back after an aborted dynamics identification, on a rate-limited joint impedance whose
 commands reach the plant late (issue 24: over DDS on a loaded host the arm ended 3.2 rad from its
-reference after such an abort).  No ROS, no assertions: a table.
+reference after such an abort; in CI, after a stall, it had not come back 200 s later).  No ROS, no
+assertions: a table.
 
-    .venv/bin/python bench/abort_return.py                   # delays 4 and 8 ms
-    .venv/bin/python bench/abort_return.py --delays 8 --stalls 0.3
+    .venv/bin/python bench/abort_return.py                   # delays 2, 4 and 8 ms
+    .venv/bin/python bench/abort_return.py --delays 2 --ats 2.5 --stalls 0.4
 
 The loop (ControlLoop, the Panda's joint impedance gains, torque_rate_limit 1000 N m/s as the shipped
 configurations) drives a MuJoCo Panda (RK4, 1 ms; armature 0.1, damping 0.3, friction loss 0.5 on
 every joint, as test_node_dynamics.py) from HOME through the identification's excitation; its commands
 reach the plant `delay` ms late, and `stall` seconds from `at` into the excitation the loop takes no
-state (the plant holds its last torque), which makes the run abort.  Per case, for the way back as it
-is (payload_run.move_back: from the arm's measured state) and as it was (from the reference the arm had
-left): why the run ended, how far the arm is from HOME at the end and its speed there.
+state (the plant holds its last torque), which makes the run abort.  Per case and way back: why the run
+ended, the fastest joint at the abort and after it, how far the arm is from HOME at the end and its
+speed there.  The ways back: as it is (a brake to rest first when the law was at an effort limit or a
+joint faster than the run's speeds: payload_run.needs_brake, then payload_run.move_back from the
+arm's state), without the brake (move_back at once), and from the reference the arm had left (the
+first way back).
 """
 import argparse
 import sys
@@ -30,6 +34,7 @@ from robot_dynamics.sim.mujoco_sim import MujocoSim  # noqa: E402
 HOME = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
 K = [400.0] * 4 + [100.0, 50.0, 15.0]
 MOVE_BACK = dr.move_back
+NEEDS_BRAKE = dr.needs_brake
 
 
 def from_reference(loop, target, vmax, t_min):
@@ -40,12 +45,16 @@ def from_reference(loop, target, vmax, t_min):
     return traj
 
 
+WAYS = {"now": (MOVE_BACK, NEEDS_BRAKE), "no brake": (MOVE_BACK, lambda loop, vmax: False),
+        "from the reference": (from_reference, lambda loop, vmax: False)}
+
+
 def case(model, at, stall, delay, way):
-    dr.move_back = way
+    dr.move_back, dr.needs_brake = WAYS[way]
     try:
         return _case(model, at, stall, delay)
     finally:
-        dr.move_back = MOVE_BACK
+        dr.move_back, dr.needs_brake = MOVE_BACK, NEEDS_BRAKE
 
 
 def _case(model, at, stall, delay):
@@ -57,6 +66,7 @@ def _case(model, at, stall, delay):
         "dynamics_id.acc_max": 4.0, "dynamics_id.torque_timing": "held_before"})
     loop.activate(0.0)
     late, tau, run = [np.zeros(7)] * delay, np.zeros(7), None
+    v_abort = v_after = float("nan")
     for k in range(30000):
         t = k * 1e-3
         if k == 1500:
@@ -69,30 +79,36 @@ def _case(model, at, stall, delay):
         if not (run is not None and run.phase == "excite" and at <= t - run.t0 < at + stall):
             loop.update_state(sim.q, sim.v, t, effort=sim.measured_effort)
             tau, _ = loop.step(t)
+        if run is not None and run.done:
+            speed = float(np.max(np.abs(sim.v)))
+            if v_abort != v_abort:
+                v_abort = v_after = speed
+            v_after = max(v_after, speed)
         late.append(tau.copy())
         sim.step(late.pop(0))
     why = "completed" if run.ok else ("effort limit" if "effort limit" in run.message
                                       else "position margin" if "margin" in run.message else run.message[:30])
-    return why, float(np.max(np.abs(sim.q - HOME))), float(np.max(np.abs(sim.v)))
+    return why, v_abort, v_after, float(np.max(np.abs(sim.q - HOME))), float(np.max(np.abs(sim.v)))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--delays", type=int, nargs="+", default=[4, 8], help="command delay [ms]")
-    ap.add_argument("--ats", type=float, nargs="+", default=[0.9, 1.1, 1.3, 2.0, 3.0],
+    ap.add_argument("--delays", type=int, nargs="+", default=[2, 4, 8], help="command delay [ms]")
+    ap.add_argument("--ats", type=float, nargs="+", default=[1.1, 2.0, 2.5, 3.0],
                     help="stall start, seconds into the excitation")
     ap.add_argument("--stalls", type=float, nargs="+", default=[0.3, 0.4], help="stall length [s]")
     a = ap.parse_args()
     model = Model.from_robot("panda")
-    print(f"{'delay':>5} {'at':>4} {'stall':>5} | {'from the state (now)':^38} | {'from the reference (before)':^38}")
-    print(f"{'ms':>5} {'s':>4} {'s':>5} | {'ended by':<16} {'|q-HOME| rad':>12} {'|v| rad/s':>9} | "
-          f"{'ended by':<16} {'|q-HOME| rad':>12} {'|v| rad/s':>9}")
+    print(f"{'delay':>5} {'at':>4} {'stall':>5}  {'way back':<18} {'ended by':<14} {'|v| abort':>9} "
+          f"{'|v| after':>9} {'|q-HOME| end':>12} {'|v| end':>7}")
+    print(f"{'ms':>5} {'s':>4} {'s':>5}  {'':<18} {'':<14} {'rad/s':>9} {'rad/s':>9} {'rad':>12} {'rad/s':>7}")
     for d in a.delays:
         for at in a.ats:
             for st in a.stalls:
-                row = [case(model, at, st, d, w) for w in (MOVE_BACK, from_reference)]
-                print(f"{d:5d} {at:4.1f} {st:5.2f} | " + " | ".join(
-                    f"{why:<16} {e:12.3f} {v:9.2f}" for why, e, v in row), flush=True)
+                for way in WAYS:
+                    why, va, vb, e, v = case(model, at, st, d, way)
+                    print(f"{d:5d} {at:4.1f} {st:5.2f}  {way:<18} {why:<14} {va:9.2f} {vb:9.2f} {e:12.3f} {v:7.2f}",
+                          flush=True)
 
 
 if __name__ == "__main__":

@@ -119,7 +119,7 @@ def needs_brake(loop, vmax):
     the law's last command at an effort limit, or a joint faster than the run's own speed `vmax`.  From
     there a joint law on a torque-rate-limited command may not bring the arm back: its saturated
     command turns at the rate limit, too late, and the arm swings further each time (a Panda whose
-    controller stalled 0.4 s 2.5 s into the excitation: 85 rad/s on the way back, ROS-free, and over
+    controller stalled 0.4 s 2.5 s into the excitation: 98-133 rad/s on the way back, ROS-free, and over
     DDS not back 200 s later; bench/abort_return.py).  A state not finite: no brake (the way back
     starts from the reference)."""
     v = np.asarray(loop.v, dtype=float)
