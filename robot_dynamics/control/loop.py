@@ -886,9 +886,12 @@ class ControlLoop:
         envelope's 0.5 M_ii / period (stable without delay) the 4 ms case did not),
         rate-limited as the safe command is.  It lasts until resume() (the stop latches, as a
         Franka's reflex does: a loop that diverged once diverges again when the law takes over)."""
+        return self.safe_step(now, damping=self._stop_damping() * self.v)
+
+    def _stop_damping(self):
+        """The stops' joint damping at the current q: safety.stop_damping, at most STOP_RATE M_ii."""
         M = self.gravity_backend.mass_matrix(self.q)
-        d = np.minimum(self._p["safety.stop_damping"], self.STOP_RATE * np.diagonal(M))
-        return self.safe_step(now, damping=d * self.v)
+        return np.minimum(self._p["safety.stop_damping"], self.STOP_RATE * np.diagonal(M))
 
     # ------------------------------------------------------------------ the step
     def step(self, now, t=None):
@@ -1197,10 +1200,8 @@ class ControlLoop:
         is not), through the safety envelope when it is on, clipped to the effort limits and rate-limited
         as the safe command.  The run ends it (payload_run.brake_done).  `dt`: the time since the last
         command left (default: as safe_step)."""
-        M = self.gravity_backend.mass_matrix(self.q)
-        d = np.minimum(self._p["safety.stop_damping"], self.STOP_RATE * np.diagonal(M))
         target = self.gravity_backend.gravity(self.q) if self.law.gravity_enabled else np.zeros(self.n)
-        target = target - d * self.v
+        target = target - self._stop_damping() * self.v
         if self.envelope.enabled:                        # its planes hold during the brake as well
             target = self._envelope(target, self.state, self.period if dt is None else dt, now)
         np.clip(target, -self.safety.limit, self.safety.limit, out=target)
