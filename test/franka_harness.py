@@ -193,6 +193,14 @@ class BridgeProbe(Probe):
     def bridge_state(self):
         return self.diag.get("state")
 
+    def summary(self):
+        """What the probe has seen (for a failed wait's message): the bridge's last diagnostics, and
+        whether the description, joint states and /clock arrived."""
+        with self.lock:
+            return (f"probe: {self.n_diag} diagnostics (last: {self.diag_message!r} {self.diag}), "
+                    f"description {'yes' if self.urdf is not None else 'no'}, {len(self.js_log)} joint "
+                    f"states, /clock {self.clock}")
+
     def _call(self, srv_type, service, request, timeout, what):
         """The response of one call, on a client kept for the probe's life: a client made per call
         meets the bridge's rmw fresh each time, and a response it sends before it has matched the
@@ -490,7 +498,7 @@ def rig(tmp_path, law=None, mode="topic", controller_over=None, push=False, **br
                                     and probe.diag.get("controller_check") == "ok"
                                     and int(probe.diag.get("commands", "0")) > 0,
                                     READY_TIMEOUT, check=procs.check_alive)
-                assert ok, "no commands at the idle bridge:\n" + dump_logs(procs, sim)
+                assert ok, "no commands at the idle bridge:\n" + probe.summary() + "\n" + dump_logs(procs, sim)
                 r = probe.recover()
                 assert r.success, f"~/recover: {r.message}"
             if law:
@@ -509,12 +517,12 @@ def rig(tmp_path, law=None, mode="topic", controller_over=None, push=False, **br
                     probe.recover()
                     probe.wait_for(lambda: probe.diag.get("state") != "error", 10.0, check=procs.check_alive)
                 ok = ok and probe.diag.get("state") == "running"
-                assert ok, "not running:\n" + dump_logs(procs, sim)
+                assert ok, "not running:\n" + probe.summary() + "\n" + dump_logs(procs, sim)
                 wait_robot_time(probe, 1.0)   # the controller's and the bridge's 0.5 s ramps
             else:
                 ok = probe.wait_for(lambda: probe.diag.get("state") not in (None, "idle"), READY_TIMEOUT,
                                     check=procs.check_alive)
-                assert ok, "bridge not up:\n" + dump_logs(procs, sim)
+                assert ok, "bridge not up:\n" + probe.summary() + "\n" + dump_logs(procs, sim)
             yield procs, probe, sim
         finally:
             probe.stop()
