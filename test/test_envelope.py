@@ -744,3 +744,35 @@ def test_a_rounding_size_share_on_a_saturated_joint_keeps_the_correction():
     np.testing.assert_allclose(env._within(corr, cmd, limit), 0.25 * corr, rtol=1e-15)   # joint 1 decides
     corr[3] = 1.0                                       # a real push beyond the limit: none of it
     np.testing.assert_array_equal(env._within(corr, cmd, limit), 0.0 * corr)
+
+
+def test_the_identification_brake_holds_the_planes():
+    """Bug: the brake an aborted identification run starts its way back with (ControlLoop.brake_step:
+    g(q) minus a joint damping) bypassing the envelope.  The brake holds no position: a 60 N push down
+    on the hand makes the arm sink at a steady speed under it, through the plane z >= 0.30 (checked:
+    the tcp below 0.28 within 2.5 s without the envelope: -0.31 measured); with the envelope on, the
+    tcp never gets beyond the plane by more than PLANE_BOUND (0.311 measured: never beyond it).  With
+    the envelope taken out of brake_step the tcp went to -0.31 with it too."""
+    env = {"safety.frames": [TCP], "safety.planes": [0.0, 0.0, 1.0, TABLE], "safety.margin": 0.05,
+           "safety.stop_time": 0.0}
+    push = np.array([0.0, 0.0, -30.0, 0, 0, 0])         # (60 N: more than the arm can resist there)
+    lows = {}
+    for name, extra in (("without", {}), ("with", env)):
+        sim = MujocoSim(MODEL)
+        sim.reset(Q0)
+        loop = make_loop("joint_impedance", **extra)
+        loop.activate(0.0)
+        zs = []
+        for k in range(2500):
+            t = k * DT
+            loop.update_state(sim.q, sim.v, t)
+            sim.apply_wrench(TCP, push)
+            tau = loop.brake_step(t, DT).copy()
+            assert np.all(np.isfinite(tau)) and np.all(np.abs(tau) <= loop.safety.limit + 1e-9)
+            sim.step(tau)
+            zs.append(tcp_z(sim))
+        lows[name] = min(zs)
+    print(f"brake under a 30 N push: lowest tcp z without the envelope {lows['without']:.4f}, with it "
+          f"{lows['with']:.4f} (plane {TABLE})")
+    assert lows["without"] < TABLE - 0.02, "the push does not take the arm through the plane: no test"
+    assert lows["with"] >= TABLE - PLANE_BOUND
