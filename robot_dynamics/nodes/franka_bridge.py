@@ -691,6 +691,8 @@ class FrankaBridge(Node):
                 self.get_logger().error(self.reason)
             elif g.state == fh.RUNNING and self.state_name != fh.RUNNING:
                 self._set_state(fh.RUNNING, "applying commands")
+                self.get_logger().info(f"applying the commands of {self.p['command_topic']} "
+                                       f"({self.n_commands} received so far)")
 
     def _srv_recover(self, request, response):
         st = self.state_name
