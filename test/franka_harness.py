@@ -199,7 +199,7 @@ class BridgeProbe(Probe):
         with self.lock:
             return (f"probe: {self.n_diag} diagnostics (last: {self.diag_message!r} {self.diag}), "
                     f"description {'yes' if self.urdf is not None else 'no'}, {len(self.js_log)} joint "
-                    f"states, /clock {self.clock}")
+                    f"states, /clock {self.clock}, {self.spin_errors} exception(s) in its executor")
 
     def _call(self, srv_type, service, request, timeout, what):
         """The response of one call, on a client kept for the probe's life: a client made per call

@@ -140,6 +140,39 @@ def test_take_all_hands_every_message_of_every_topic(ctx):
     assert rec._thread is None and rec.subs == [], "the thread ended and the subscriptions were released"
 
 
+def test_the_probe_spins_on_after_a_callback_raises(ros):
+    """Bug: the probe's executor thread (the tests' and the demo's window on the nodes) ended on the
+    first exception out of spin_once, and the probe went deaf in silence: a test then waited out its
+    whole timeout for a state it had stopped hearing.  A callback that raises once is counted
+    (spin_errors) and a message after it is still handled."""
+    from std_msgs.msg import String
+    from robot_dynamics.nodes.probe import Probe
+    probe = Probe(joints=["j1"], name="spin_on_probe")
+    talker = rclpy.create_node("spin_on_talker")
+    got = []
+
+    def on_msg(msg):
+        if msg.data == "boom":
+            raise RuntimeError("boom")
+        got.append(msg.data)
+
+    probe.create_subscription(String, "/spin_on", on_msg, 10)
+    probe.start()
+    try:
+        pub = talker.create_publisher(String, "/spin_on", 10)
+        wait_for(lambda: pub.get_subscription_count() > 0, what="the probe's subscription matched")
+        # (re)published until seen: a volatile message right after matching can be lost
+        wait_for(lambda: probe.spin_errors >= 1, what="the callback's exception counted", poll=0.05,
+                 every=lambda: probe.spin_errors == 0 and pub.publish(String(data="boom")))
+        wait_for(lambda: "after" in got, what="a message after the failing one", poll=0.05,
+                 every=lambda: pub.publish(String(data="after")))
+        assert probe._thread.is_alive()
+    finally:
+        probe.stop()
+        probe.destroy_node()
+        talker.destroy_node()
+
+
 def test_take_all_serves_a_topic_behind_a_flood(ctx):
     """A topic that comes faster than its handler runs (a 1 kHz state on a loaded host) does not starve
     the others: a message on a second topic is handed over while the flood goes on (the flood stops

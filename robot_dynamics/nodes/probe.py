@@ -9,6 +9,7 @@ separate processes.
     probe.publish_pose([0.4, 0, 0.5], [1, 0, 0, 0]); probe.push("panda_hand_tcp", [0, 10, 0, 0, 0, 0])
     probe.stop()
 """
+import sys
 import threading
 import time
 
@@ -49,6 +50,7 @@ class Probe(Node):
         self.ctl_ref = self.ctl_err = None
         self.n_state = 0
         self.js_log = []          # (receipt time, stamp, q, v, effort)
+        self.spin_errors = 0      # exceptions out of the executor (a callback's, a take's): printed
         self.state_log = []       # (receipt time, reference, error, command) from the controller's ~/state
         self.cmd_log = []         # (receipt time, last joint-state receipt time, command)
         self._last_js_rx = None
@@ -242,11 +244,22 @@ class Probe(Node):
         return self
 
     def _spin(self):
-        try:
-            while rclpy.ok(context=self.context) and self._executor is not None:
+        """The executor until stop() or the context's shutdown.  An exception out of spin_once (a
+        callback's, a message that cannot be taken) is printed and counted, and the probe spins on:
+        a probe whose thread ended on one went deaf in silence, and a test waited out its timeout."""
+        while self._executor is not None:
+            try:
+                if not rclpy.ok(context=self.context):
+                    return
                 self._executor.spin_once(timeout_sec=0.05)
-        except Exception:  # noqa: BLE001  (context shut down under us)
-            pass
+            except Exception as e:  # noqa: BLE001
+                if self._executor is None or not rclpy.ok(context=self.context):
+                    return                     # stopped or shut down under us
+                self.spin_errors += 1
+                if self.spin_errors <= 5:
+                    print(f"[probe {self.get_name()}] {type(e).__name__}: {e} (spinning on)", file=sys.stderr,
+                          flush=True)
+                time.sleep(0.01)
 
     def stop(self):
         self._recorder.stop()
