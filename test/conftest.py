@@ -2,9 +2,30 @@
 parallel or leftover processes never cross-talk."""
 import os
 import random
+import re
+
+
+def _free_domain(shm="/dev/shm", rng=random.SystemRandom()):
+    """A ROS_DOMAIN_ID in 1..100 that no Fast DDS shared-memory port on this host belongs to, when
+    there is one.  Domain d's ports are 7400 + 250 d .. + 249 (the RTPS port mapping); a port file
+    (fastrtps_port<N>) is a participant of another session running now, or one a killed process left
+    (Fast DDS does not remove them; each suite run kills hundreds of nodes on its domain, and a
+    random domain of 100 meets a previous run's sooner or later).  Neither is anything to share a
+    domain with."""
+    used = set()
+    try:
+        for name in os.listdir(shm):
+            m = re.fullmatch(r"fastrtps_port(\d+)", name)
+            if m:
+                used.add((int(m.group(1)) - 7400) // 250)
+    except OSError:
+        pass
+    free = [d for d in range(1, 101) if d not in used]
+    return rng.choice(free or list(range(1, 101)))
+
 
 if "ROBOT_DYNAMICS_TEST_DOMAIN" not in os.environ:
-    os.environ["ROBOT_DYNAMICS_TEST_DOMAIN"] = str(random.SystemRandom().randint(1, 100))
+    os.environ["ROBOT_DYNAMICS_TEST_DOMAIN"] = str(_free_domain())
     os.environ["ROS_DOMAIN_ID"] = os.environ["ROBOT_DYNAMICS_TEST_DOMAIN"]
 os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
