@@ -31,6 +31,8 @@ DT = 1e-3
 TCP = "panda_hand_tcp"
 Q0 = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.785])     # hand pointing down, tcp 0.41 m high
 TABLE = 0.30                                                 # the plane z >= TABLE under the tcp
+TABLE_ENV = {"safety.frames": [TCP], "safety.planes": [0.0, 0.0, 1.0, TABLE], "safety.margin": 0.05,
+             "safety.stop_time": 0.0}                        # the table plane, no stop
 MODEL = Model.from_robot("panda")
 REF = make_backend(MODEL, "reference")
 
@@ -111,8 +113,7 @@ def test_plane_stops_the_frame_for_every_law(law):
     PLANE_BOUND, and it ends inside the margin."""
     params, at = through_the_table(law) if law != "gravity_compensation" else ({}, None)
     push = (lambda k: np.array([0.0, 0.0, -30.0, 0, 0, 0])) if law == "gravity_compensation" else None
-    env = {"safety.frames": [TCP], "safety.planes": [0.0, 0.0, 1.0, TABLE], "safety.margin": 0.05,
-           "safety.stop_time": 0.0}
+    env = TABLE_ENV
     lows = {}
     for name, extra in (("without", {}), ("with", env)):
         sim = MujocoSim(MODEL)
@@ -753,8 +754,7 @@ def test_the_identification_brake_holds_the_planes():
     the tcp below 0.28 within 2.5 s without the envelope: -0.31 measured); with the envelope on, the
     tcp never gets beyond the plane by more than PLANE_BOUND (0.311 measured: never beyond it).  With
     the envelope taken out of brake_step the tcp went to -0.31 with it too."""
-    env = {"safety.frames": [TCP], "safety.planes": [0.0, 0.0, 1.0, TABLE], "safety.margin": 0.05,
-           "safety.stop_time": 0.0}
+    env = TABLE_ENV
     push = np.array([0.0, 0.0, -30.0, 0, 0, 0])         # (60 N: more than the arm can resist there)
     lows = {}
     for name, extra in (("without", {}), ("with", env)):
