@@ -28,6 +28,14 @@ if "ROBOT_DYNAMICS_TEST_DOMAIN" not in os.environ:
     os.environ["ROBOT_DYNAMICS_TEST_DOMAIN"] = str(_free_domain())
     os.environ["ROS_DOMAIN_ID"] = os.environ["ROBOT_DYNAMICS_TEST_DOMAIN"]
 os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
+# Fast DDS on its UDP transport alone, in this process and every process a test starts (they inherit
+# it).  A suite kills and restarts hundreds of nodes on one domain; over shared memory a new process
+# takes a killed one's participant id and ports and a live publisher's data can stay away from it for
+# minutes (eProsima/Fast-DDS#5053): in loaded fresh-clone runs a controller started late in the run
+# never got /robot_description, a probe no joint states, a node no SIGINT handling, each in a test
+# that passes alone; the pytest process also accumulated shared-memory listener threads.  What the
+# tests judge is the nodes, not the transport: FASTDDS_BUILTIN_TRANSPORTS=DEFAULT (or SHM) puts it back.
+os.environ.setdefault("FASTDDS_BUILTIN_TRANSPORTS", "UDPv4")
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: see robot_dynamics/__init__.py
 
