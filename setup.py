@@ -38,7 +38,7 @@ setup(
         ("share/ament_index/resource_index/packages", ["resource/" + package_name]),
         ("share/" + package_name, ["package.xml"]),
         ("share/" + package_name + "/launch", glob("launch/*.py")),
-        ("share/" + package_name + "/config", glob("config/*.yaml") + glob("config/*.urdf")),
+        ("share/" + package_name + "/config", glob("config/*.yaml") + glob("config/*.urdf") + glob("config/*.xml")),
         ("share/" + package_name + "/urdf", glob("urdf/*.xacro") + glob("urdf/*.urdf")),
         # where `ros2 run` and launch_ros look for executables; a pip install (wheel) ignores
         # setup.cfg's install_scripts, so the node wrappers ship as data files as well

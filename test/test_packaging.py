@@ -35,7 +35,7 @@ def test_wheel_installs_share_and_index(wheel):
     data = "robot_dynamics-0.1.0.data/data/"
     assert data + "share/robot_dynamics/package.xml" in names
     assert data + "share/ament_index/resource_index/packages/robot_dynamics" in names
-    for sub, pattern in (("launch", "*.launch.py"), ("config", "*.yaml"), ("urdf", "*.xacro")):
+    for sub, pattern in (("launch", "*.launch.py"), ("config", "*.yaml"), ("config", "*.xml"), ("urdf", "*.xacro")):
         shipped = {p.name for p in (ROOT / sub).glob(pattern)}
         assert shipped, f"no {sub}/{pattern} in the repository"
         installed = {Path(n).name for n in names if n.startswith(f"{data}share/robot_dynamics/{sub}/")}

@@ -7,6 +7,7 @@ Conventions (see DESIGN.md): vectors handed to the control layer are in model or
 are in the order of the node's `joints` parameter.
 """
 import math
+import os
 from array import array
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from ..control.params import Unset
 from ..control.params import check_value as _check_value
+from .processes import config_path
 
 # ------------------------------------------------------------------------------------------------
 # executor and QoS choices (the controller and echo nodes offer the same ones)
@@ -58,15 +60,41 @@ def trigger_handler(lock, action, on_error=None):
 SILENT_AFTER = 20.0      # s a matched publisher may stay silent before the node names the likely cause
 
 
-def silent_publisher_hint(topic, publishers, seconds):
+UDP_LOOPBACK_PROFILE = "fastdds_udp_loopback.xml"     # config/: UDP on 127.0.0.1, no shared memory
+
+
+def udp_only_env(env=None):
+    """The environment changes ({name: value, None to unset}) that put a process on Fast DDS's UDP
+    transport alone, given its environment `env` (default: this process's).  Under ROS_LOCALHOST_ONLY=1
+    or ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST rmw_fastrtps (Jazzy) chooses the transports itself,
+    shared memory included, and FASTDDS_BUILTIN_TRANSPORTS or a profile's transports are ignored (seen:
+    the process still opened its fastrtps_port files): there, the SUBNET range and the package's
+    loopback-only UDP profile, which keeps discovery on this host as the user asked."""
+    env = os.environ if env is None else env
+    if env.get("ROS_LOCALHOST_ONLY") == "1" or env.get("ROS_AUTOMATIC_DISCOVERY_RANGE") == "LOCALHOST":
+        return {"ROS_LOCALHOST_ONLY": None, "ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET",
+                "FASTRTPS_DEFAULT_PROFILES_FILE": str(config_path(UDP_LOOPBACK_PROFILE))}
+    return {"FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
+
+
+def udp_only_advice(env=None):
+    """`udp_only_env(env)` as a sentence a user can act on."""
+    change = udp_only_env(env)
+    parts = [f"{k} unset" if v is None else f"{k}={v}" for k, v in change.items()]
+    why = (" (under ROS_LOCALHOST_ONLY or the LOCALHOST range rmw_fastrtps ignores FASTDDS_BUILTIN_TRANSPORTS)"
+           if "FASTRTPS_DEFAULT_PROFILES_FILE" in change else "")
+    return f"start this node with {', '.join(parts)}{why}, or restart the publisher"
+
+
+def silent_publisher_hint(topic, publishers, seconds, env=None):
     """What a node says when `publishers` (> 0) of `topic` are in its graph and nothing has come for
     `seconds`: a publisher that sends nothing, or the one cause seen here (a process killed on this
     host, then restarted: Fast DDS over shared memory delivered nothing to the new process for
-    minutes, eProsima/Fast-DDS#5053) and what works around it."""
+    minutes, eProsima/Fast-DDS#5053) and what works around it in this process's environment."""
     return (f"{publishers} publisher(s) of {topic} in the graph and nothing received for {seconds:.0f} s: the "
             "publisher sends nothing, or, after a process on this host was killed (kill -9, a crash), Fast "
             "DDS's shared-memory transport stays silent toward a restarted reader (eProsima/Fast-DDS#5053): "
-            "start this node with FASTDDS_BUILTIN_TRANSPORTS=UDPv4, or restart the publisher")
+            + udp_only_advice(env))
 
 
 def make_qos(reliability="reliable", depth=10):
