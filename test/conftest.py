@@ -5,21 +5,28 @@ import random
 import re
 
 
-def _free_domain(shm="/dev/shm", rng=random.SystemRandom()):
-    """A ROS_DOMAIN_ID in 1..100 that no Fast DDS shared-memory port on this host belongs to, when
-    there is one.  Domain d's ports are 7400 + 250 d .. + 249 (the RTPS port mapping); a port file
-    (fastrtps_port<N>) is a participant of another session running now, or one a killed process left
-    (Fast DDS does not remove them; each suite run kills hundreds of nodes on its domain, and a
-    random domain of 100 meets a previous run's sooner or later).  Neither is anything to share a
-    domain with."""
-    used = set()
+def _free_domain(shm="/dev/shm", udp=("/proc/net/udp", "/proc/net/udp6"), rng=random.SystemRandom()):
+    """A ROS_DOMAIN_ID in 1..100 that no Fast DDS port on this host belongs to, when there is one.
+    Domain d's ports are 7400 + 250 d .. + 249 (the RTPS port mapping): a UDP socket bound to one
+    (a participant running now, of another session: this one runs on UDP, see below) or a shared-memory
+    port file (fastrtps_port<N>: a participant on shared memory, or one a killed process left, which
+    Fast DDS does not remove).  Neither is anything to share a domain with."""
+    ports = set()
     try:
         for name in os.listdir(shm):
             m = re.fullmatch(r"fastrtps_port(\d+)", name)
             if m:
-                used.add((int(m.group(1)) - 7400) // 250)
+                ports.add(int(m.group(1)))
     except OSError:
         pass
+    for table in udp:
+        try:
+            with open(table) as f:
+                next(f)
+                ports.update(int(line.split()[1].rsplit(":", 1)[1], 16) for line in f)
+        except (OSError, StopIteration, IndexError, ValueError):
+            pass
+    used = {(p - 7400) // 250 for p in ports if p >= 7400}
     free = [d for d in range(1, 101) if d not in used]
     return rng.choice(free or list(range(1, 101)))
 
@@ -27,15 +34,23 @@ def _free_domain(shm="/dev/shm", rng=random.SystemRandom()):
 if "ROBOT_DYNAMICS_TEST_DOMAIN" not in os.environ:
     os.environ["ROBOT_DYNAMICS_TEST_DOMAIN"] = str(_free_domain())
     os.environ["ROS_DOMAIN_ID"] = os.environ["ROBOT_DYNAMICS_TEST_DOMAIN"]
-os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
-# Fast DDS on its UDP transport alone, in this process and every process a test starts (they inherit
-# it).  A suite kills and restarts hundreds of nodes on one domain; over shared memory a new process
-# takes a killed one's participant id and ports and a live publisher's data can stay away from it for
-# minutes (eProsima/Fast-DDS#5053): in loaded fresh-clone runs a controller started late in the run
-# never got /robot_description, a probe no joint states, a node no SIGINT handling, each in a test
-# that passes alone; the pytest process also accumulated shared-memory listener threads.  What the
-# tests judge is the nodes, not the transport: FASTDDS_BUILTIN_TRANSPORTS=DEFAULT (or SHM) puts it back.
-os.environ.setdefault("FASTDDS_BUILTIN_TRANSPORTS", "UDPv4")
+# Fast DDS on UDP over the loopback interface alone (config/fastdds_udp_loopback.xml), in this process
+# and every process a test starts (they inherit it): nothing on the network, and no shared memory.  A
+# suite kills and restarts hundreds of nodes on one domain; over shared memory a new process takes a
+# killed one's participant id and ports and a live publisher's data can stay away from it for minutes
+# (eProsima/Fast-DDS#5053): in loaded fresh-clone runs a controller started late in the run never got
+# /robot_description, a probe no joint states, each in a test that passes alone.  ROS_LOCALHOST_ONLY=1
+# or ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST would make rmw_fastrtps choose the transports and put shared
+# memory back (FASTDDS_BUILTIN_TRANSPORTS and the profile are then ignored: seen on this rmw), hence
+# SUBNET, which the loopback-only profile keeps on this host.  What the tests judge is the nodes, not
+# the transport: ROBOT_DYNAMICS_TEST_SHM=1 runs the suite on the default transports, localhost only.
+if os.environ.get("ROBOT_DYNAMICS_TEST_SHM") == "1":
+    os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
+else:
+    os.environ.pop("ROS_LOCALHOST_ONLY", None)
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "SUBNET"
+    os.environ["FASTRTPS_DEFAULT_PROFILES_FILE"] = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "config", "fastdds_udp_loopback.xml")
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: see robot_dynamics/__init__.py
 

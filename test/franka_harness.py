@@ -287,18 +287,13 @@ def restart_controller(procs, probe, sim, law, first_wait=20.0, timeout=60.0, **
     That is below the node (DDS: the killed participant's ports are taken over by the new one; not
     reproduced alone: 50 of 50 SIGKILL restarts of a plain subscriber beside a 1 kHz publisher
     received at once).  A user starts it again; so does this, once, when the new controller has not
-    run after `first_wait` s (whatever it logged: three forms were seen), that time on Fast DDS's UDP
-    transport alone (FASTDDS_BUILTIN_TRANSPORTS=UDPv4): a loaded run had the second start silent too,
-    as a stale shared-memory port on the bridge's side would leave it (the new process takes the
-    killed one's participant id, hence its ports; eProsima/Fast-DDS#5053).  Returns the new process."""
-    env0 = procs.env
+    run after `first_wait` s (whatever it logged: three forms were seen).  A loaded run had the second
+    start silent too, as a stale shared-memory port on the bridge's side would leave it (the new process
+    takes the killed one's participant id, hence its ports; eProsima/Fast-DDS#5053): the suite now runs
+    on UDP alone (conftest.py; the second start here had set FASTDDS_BUILTIN_TRANSPORTS=UDPv4, which
+    rmw_fastrtps ignores under ROS_LOCALHOST_ONLY, as the suite then ran).  Returns the new process."""
     for attempt in range(2):
-        if attempt == 1:
-            procs.env = {**env0, "FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
-        try:
-            p = start_controller(procs, law, **over)
-        finally:
-            procs.env = env0
+        p = start_controller(procs, law, **over)
         if probe.wait_for(lambda: probe.diag.get("state") == "running", first_wait if attempt == 0 else timeout):
             return p
         if attempt == 1 or p.poll() is not None:
@@ -308,7 +303,7 @@ def restart_controller(procs, probe, sim, law, first_wait=20.0, timeout=60.0, **
         last = [ln for ln in procs.log(p).splitlines() if "torque_controller]" in ln][-1:]
         print(f"restart_controller: the new controller did not run in {first_wait} s (the bridge: "
               f"{probe.diag.get('state')}, commands seen {probe.n_cmd}; its last line: {last}); started "
-              "again on UDP alone", flush=True)
+              "again", flush=True)
         for sig, wait in ((signal.SIGINT, 5.0), (signal.SIGKILL, 2.0)):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, sig)

@@ -193,6 +193,7 @@ class TwoHosts:
         env.update(ROS_LOCALHOST_ONLY="0", ROS_AUTOMATIC_DISCOVERY_RANGE="SUBNET",
                    FASTDDS_BUILTIN_TRANSPORTS="UDPv4", PYTHONUNBUFFERED="1", RCUTILS_LOGGING_BUFFERED_STREAM="0")
         env.pop("ROS_STATIC_PEERS", None)
+        env.pop("FASTRTPS_DEFAULT_PROFILES_FILE", None)     # the suite's profile: loopback alone
         if domain_id is not None:
             env["ROS_DOMAIN_ID"] = str(domain_id)
         root = str(Path(__file__).resolve().parents[1])
