@@ -44,15 +44,15 @@ if "ROBOT_DYNAMICS_TEST_DOMAIN" not in os.environ:
 # memory back (FASTDDS_BUILTIN_TRANSPORTS and the profile are then ignored: seen on this rmw), hence
 # SUBNET, which the loopback-only profile keeps on this host.  What the tests judge is the nodes, not
 # the transport: ROBOT_DYNAMICS_TEST_SHM=1 runs the suite on the default transports, localhost only.
+os.environ.setdefault("MPLBACKEND", "Agg")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: see robot_dynamics/__init__.py
+
+from robot_dynamics.nodes.processes import apply_env_changes, udp_loopback_env  # noqa: E402 (ROS-free)
+
 if os.environ.get("ROBOT_DYNAMICS_TEST_SHM") == "1":
     os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
 else:
-    os.environ.pop("ROS_LOCALHOST_ONLY", None)
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "SUBNET"
-    os.environ["FASTRTPS_DEFAULT_PROFILES_FILE"] = os.path.join(
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "config", "fastdds_udp_loopback.xml")
-os.environ.setdefault("MPLBACKEND", "Agg")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: see robot_dynamics/__init__.py
+    apply_env_changes(os.environ, udp_loopback_env())
 
 import pytest  # noqa: E402
 

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from robot_dynamics.nodes.common import udp_only_advice, udp_only_env
+from robot_dynamics.nodes.processes import apply_env_changes
 
 CHILD = """
 import os, rclpy
@@ -58,12 +59,8 @@ def test_the_advised_environment_opens_no_shared_memory_port(start):
     assert before, f"{start}: Fast DDS opened no shared-memory port even before the advice"
     change = udp_only_env(env)
     advice = udp_only_advice(env)
-    for k, v in change.items():
-        assert k in advice
-        if v is None:
-            env.pop(k, None)
-        else:
-            env[k] = v
+    assert all(k in advice for k in change), (change, advice)
+    apply_env_changes(env, change)
     assert shm_ports(env) == [], f"{start}: still on shared memory after: {advice}"
 
 

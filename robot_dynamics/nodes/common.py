@@ -18,7 +18,7 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from ..control.params import Unset
 from ..control.params import check_value as _check_value
-from .processes import config_path
+from .processes import udp_loopback_env
 
 # ------------------------------------------------------------------------------------------------
 # executor and QoS choices (the controller and echo nodes offer the same ones)
@@ -60,9 +60,6 @@ def trigger_handler(lock, action, on_error=None):
 SILENT_AFTER = 20.0      # s a matched publisher may stay silent before the node names the likely cause
 
 
-UDP_LOOPBACK_PROFILE = "fastdds_udp_loopback.xml"     # config/: UDP on 127.0.0.1, no shared memory
-
-
 def udp_only_env(env=None):
     """The environment changes ({name: value, None to unset}) that put a process on Fast DDS's UDP
     transport alone, given its environment `env` (default: this process's).  Under ROS_LOCALHOST_ONLY=1
@@ -72,8 +69,7 @@ def udp_only_env(env=None):
     loopback-only UDP profile, which keeps discovery on this host as the user asked."""
     env = os.environ if env is None else env
     if env.get("ROS_LOCALHOST_ONLY") == "1" or env.get("ROS_AUTOMATIC_DISCOVERY_RANGE") == "LOCALHOST":
-        return {"ROS_LOCALHOST_ONLY": None, "ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET",
-                "FASTRTPS_DEFAULT_PROFILES_FILE": str(config_path(UDP_LOOPBACK_PROFILE))}
+        return udp_loopback_env()
     return {"FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
 
 

@@ -35,6 +35,28 @@ def config_path(name):
     return share_dir() / "config" / name
 
 
+UDP_LOOPBACK_PROFILE = "fastdds_udp_loopback.xml"     # config/: UDP on 127.0.0.1, no shared memory
+
+
+def udp_loopback_env():
+    """The environment changes ({name: value, None to unset}) that put a process on Fast DDS's UDP
+    transport over the loopback alone: the package's profile, and the SUBNET discovery range without
+    ROS_LOCALHOST_ONLY (under either localhost setting rmw_fastrtps (Jazzy) chooses the transports
+    itself, shared memory included, and ignores the profile's; the profile keeps discovery on the host)."""
+    return {"ROS_LOCALHOST_ONLY": None, "ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET",
+            "FASTRTPS_DEFAULT_PROFILES_FILE": str(config_path(UDP_LOOPBACK_PROFILE))}
+
+
+def apply_env_changes(env, changes):
+    """Apply {name: value, None to unset} to the mapping `env` (a dict or os.environ) in place."""
+    for k, v in changes.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    return env
+
+
 def params_file(node_name, params, directory=None):
     """Write `params` (a flat or nested dict) as a ros__parameters YAML for `node_name`; return path."""
     fd, path = tempfile.mkstemp(prefix=f"{node_name}_", suffix=".yaml", dir=directory)
