@@ -176,6 +176,29 @@ def run_identification(call, timeout, check=None, again_on_effort_limit=2, poll=
         print(f"identification: {msg}; started again", flush=True)
 
 
+class SpinThread:
+    """An executor spun in a thread that stop() ends before the executor is shut down.  A rig that
+    called `executor.shutdown()` while `executor.spin()` ran in its thread raced rclpy: the shutdown
+    destroyed the guard condition the spinning thread was about to wait on (`InvalidHandle`, or
+    `gc.handle` on None: a PytestUnhandledThreadExceptionWarning at teardown, seen in loaded runs)."""
+
+    def __init__(self, executor, period=0.05):
+        self.executor, self.period = executor, period
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.executor.spin_once(timeout_sec=self.period)
+
+    def stop(self, timeout=10.0):
+        """Ends the loop, waits for it (a callback in progress finishes), then shuts the executor down."""
+        self._stop.set()
+        self.thread.join(timeout)
+        self.executor.shutdown(timeout_sec=timeout)
+
+
 def call_service(node, srv_type, name, request, timeout=TIMEOUT):
     """Call a service from `node` (spun elsewhere) and return the response; fail after timeout."""
     cli = node.create_client(srv_type, name)
@@ -335,8 +358,7 @@ class Rig:
         self.js_pub = self.h.create_publisher(JointState, self.js_topic, 10)
         self._state_sub = None
         self._keep = []                       # parameter clients (see param_client)
-        self.thread = threading.Thread(target=self.ex.spin, daemon=True)
-        self.thread.start()
+        self.spinner = SpinThread(self.ex)
 
     # ---- the controller ----
     def controller(self, name="tc", **params):
@@ -380,8 +402,7 @@ class Rig:
         return node
 
     def close(self):
-        self.ex.shutdown(timeout_sec=5.0)
-        self.thread.join(10.0)
+        self.spinner.stop()
         for n in ([self.node] if self.node else []) + [self.h]:
             try:
                 n.destroy_node()

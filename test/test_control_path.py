@@ -22,7 +22,7 @@ from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
-from robustness_harness import ARM, Q0, rig, wait_for  # noqa: E402,F401 (rig: the fixture)
+from robustness_harness import ARM, Q0, SpinThread, rig, wait_for  # noqa: E402,F401 (rig: the fixture)
 from robot_dynamics.dynamics import Model, PinocchioBackend  # noqa: E402
 from robot_dynamics.nodes.control_path import ControlPath, TakeSubscription  # noqa: E402
 
@@ -59,9 +59,9 @@ def test_path_takes_what_no_executor_sees(ctx):
                        on_error=lambda where, e: errors.append((where, str(e))), name="cp_test")
     assert sub.topic_name == "/cp_remapped"                # the node's remapping applied
     path.start()
-    spin = threading.Thread(target=ex.spin, daemon=True)
+    spin = None
     try:
-        spin.start()
+        spin = SpinThread(ex)
         pub = talker.create_publisher(Float64MultiArray, "/cp_remapped", 100)
         wait_for(lambda: pub.get_subscription_count() > 0, what="the path's subscription matched")
         # the graph sees it as the node's subscription
@@ -88,8 +88,8 @@ def test_path_takes_what_no_executor_sees(ctx):
     finally:
         assert path.stop(), "the thread ended"
         path.destroy()
-        ex.shutdown(timeout_sec=2.0)
-        spin.join(10)
+        if spin is not None:
+            spin.stop()
         node.destroy_node()
         talker.destroy_node()
     assert not path.running

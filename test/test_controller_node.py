@@ -29,7 +29,7 @@ from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from robustness_harness import call_service
+from robustness_harness import SpinThread, call_service
 from robustness_harness import wait_for as _wait_for
 
 from robot_dynamics.dynamics import Model, PinocchioBackend, robots
@@ -76,8 +76,7 @@ class Rig:
         self.h.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 100)
         self.js_pub = self.h.create_publisher(JointState, self.js_topic, 10)
         self.nodes = []
-        self.thread = threading.Thread(target=self.ex.spin, daemon=True)
-        self.thread.start()
+        self.spinner = SpinThread(self.ex)
 
     def _on_cmd(self, msg):
         with self.lock:
@@ -99,8 +98,7 @@ class Rig:
         return node
 
     def close(self):
-        self.ex.shutdown(timeout_sec=5.0)
-        self.thread.join(10.0)
+        self.spinner.stop()
         for n in self.nodes + [self.h]:
             n.destroy_node()
         rclpy.shutdown(context=self.ctx)

@@ -16,6 +16,7 @@ from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 
 from robot_dynamics.nodes.controller_node import TorqueControllerNode  # noqa: E402
+from robustness_harness import SpinThread  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -55,8 +56,7 @@ class Rig:
         self.diag = {}
         self.h.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, 100)
         self.nodes = []
-        self.thread = threading.Thread(target=self.ex.spin, daemon=True)
-        self.thread.start()
+        self.spinner = SpinThread(self.ex)
 
     def _on_diag(self, msg):
         with self.lock:
@@ -86,7 +86,7 @@ class Rig:
         raise AssertionError(f"/diagnostics of {node.get_name()}: {self.diag.get(node.get_name())}")
 
     def close(self):
-        self.ex.shutdown(timeout_sec=1.0)
+        self.spinner.stop()
         for n in self.nodes:
             n.destroy_node()
         self.h.destroy_node()
