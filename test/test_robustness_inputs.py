@@ -374,7 +374,55 @@ def test_law_params_fuzz(law_name, key, value):
             assert {k: (np.asarray(v).tolist() if v is not None else None) for k, v in law.params.items()} == \
                 {k: (np.asarray(v).tolist() if v is not None else None) for k, v in old.items()}
         law.reset(State(Q0.copy(), np.zeros(N)))
-        assert np.shape(law.compute(State(Q0.copy(), np.zeros(N)))) == (N,)
+        tau = law.compute(State(Q0 + 0.01, np.full(N, 0.1)))
+        assert np.shape(tau) == (N,)
+        assert np.all(np.isfinite(tau)), f"accepted {key}={value!r}: the law's torque {tau}"
+
+
+# the gain-like keys of each law (LAW_KEYS kinds: nonnegative numbers) and values at and past the
+# float range's edges: 1e155 squared overflows, 5e-324 is the smallest subnormal
+GAIN_KEYS = {
+    "computed_torque": ["kp", "kd", "omega", "zeta"],
+    "joint_impedance": ["k_gains", "d_gains", "damping_ratio"],
+    "cartesian_impedance": [f"task.{g}_{k}_{a}" for g in "kd" for k in ("pos", "rot") for a in "xyz"]
+    + ["task.damping_ratio", "nullspace_stiffness", "nullspace_damping", "nullspace_damping_ratio",
+       "damped_pinv_lambda"],
+}
+
+
+@pytest.mark.parametrize("law_name", sorted(GAIN_KEYS))
+def test_extreme_gains_are_refused_or_give_finite_torques(law_name):
+    """Every gain at 1e155 .. 1e308 (past where a square overflows): ValueError naming the key and the old
+    parameters kept (omega = 1e155 raised OverflowError out of set_params; a task stiffness of 1e155
+    gave NaN torques); at the bound, 1e12, accepted with finite torques.  A subnormal stiffness
+    (5e-324, 1e-308: NaN torques from the one-eigensolve damping design's K^-1/2 scaling) is accepted
+    and acts as the zero it nearly is: the torque equals the one with that gain at 0 (to 1e-9 relative)."""
+    from robot_dynamics.control.base import GAIN_MAX
+    state = State(Q0 + 0.01, np.full(N, 0.1))
+    for key in GAIN_KEYS[law_name]:
+        for big in (1e155, 1e200, 1e308, [1e308] * N):
+            law = make_law(law_name, MODEL, PinocchioBackend(MODEL))
+            old = {k: np.asarray(v).tolist() if v is not None else None for k, v in law.params.items()}
+            with pytest.raises(ValueError, match=key.split(".")[-1]):
+                law.set_params({key: big})
+            assert {k: np.asarray(v).tolist() if v is not None else None for k, v in law.params.items()} == old
+        law = make_law(law_name, MODEL, PinocchioBackend(MODEL))
+        if key == "omega":
+            law.set_params({key: GAIN_MAX ** 0.5})          # kp = omega^2 at the bound
+        elif key != "zeta":                              # 2 zeta omega would pass the bound
+            law.set_params({key: GAIN_MAX})
+        law.reset(State(Q0.copy(), np.zeros(N)))
+        assert np.all(np.isfinite(law.compute(state))), f"{law_name} {key} at the bound"
+        for tiny in (5e-324, 1e-308):
+            torques = []
+            for value in (tiny, 0.0):
+                law = make_law(law_name, MODEL, PinocchioBackend(MODEL))
+                law.set_params({key: value})
+                law.reset(State(Q0.copy(), np.zeros(N)))
+                torques.append(law.compute(state))
+            assert np.all(np.isfinite(torques[0])), f"{law_name} {key}={tiny}: {torques[0]}"
+            np.testing.assert_allclose(torques[0], torques[1], rtol=1e-9, atol=1e-9,
+                                       err_msg=f"{law_name} {key}={tiny} vs 0")
 
 
 # ---- URDFs ----

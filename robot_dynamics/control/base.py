@@ -13,8 +13,8 @@ Vectors are in model order (`model.joint_names`), length model.nv (fixed-base ar
 
 Parameters are a flat dict (nested dicts such as {"task": {"k_pos_x": 1}} are flattened to
 "task.k_pos_x").  `set_params` validates the merged result before touching anything: on a bad value
-(NaN, negative gain, wrong length, unknown key, wrong type) it raises ValueError naming the key and
-the old parameters stay in force.  A vector parameter is a list of nv numbers or one number (or a
+(NaN, negative gain, wrong length, unknown key, wrong type, a gain above GAIN_MAX) it raises ValueError
+naming the key and the old parameters stay in force.  A vector parameter is a list of nv numbers or one number (or a
 one-element list, as a ROS double array carries it) used for every joint.  Parameters that default
 to "derived" (d_gains, task.d_*, nullspace_damping, q_nullspace, kp/kd) take None or [] for that.
 
@@ -36,6 +36,17 @@ from scipy.linalg.lapack import dsyev
 from ..dynamics.backends import PinocchioBackend
 
 _TWO_PI = 2.0 * math.pi
+
+GAIN_MAX = 1e12
+"""The largest gain, stiffness, damping or damping ratio a law takes (and kp = omega^2, the largest
+posture magnitude): far above any arm's loop (a Panda joint runs at 1e2-1e4 N m/rad), far below where
+the laws' squares and products overflow (about 1e154; omega = 1e155 raised OverflowError out of
+set_params, task stiffnesses of 1e155 gave NaN torques)."""
+
+MEAN_DAMPING_SPREAD = 1e-9
+"""MeanDamping (the one-eigensolve design) scales by K^-1/2: it is used when every stiffness is at least
+this fraction of the largest (and 1e-100 absolute); below it (a stiffness of 1e-308 made the scaled
+matrix inf and the torques NaN) critical_damping, exact for any k >= 0, designs the damping."""
 
 
 def wrap_angle(x, out=None):
@@ -131,6 +142,15 @@ class MeanDamping:
         return (H * self.w) @ H.T
 
 
+def mean_damping(k, two_zeta):
+    """MeanDamping for the stiffnesses k when it applies (every k_i > 0 and within MEAN_DAMPING_SPREAD
+    of the largest), else None: the caller designs with critical_damping."""
+    k = np.asarray(k, dtype=float)
+    if k.size and k.min() > 0.0 and k.min() >= max(MEAN_DAMPING_SPREAD * k.max(), 1e-100):
+        return MeanDamping(k, two_zeta)
+    return None
+
+
 @dataclass
 class State:
     """Measured robot state at time t [s]: q [rad | m], v [rad/s | m/s], optional measured wrench
@@ -198,8 +218,8 @@ def check_bool(key, x):
     raise ValueError(f"{key}: expected true or false, got {x!r}")
 
 
-def check_scalar(key, x, lo=0.0, lo_open=False, allow_none=False):
-    """A finite number >= lo (> lo when lo_open).  lo=None: any finite number."""
+def check_scalar(key, x, lo=0.0, lo_open=False, allow_none=False, hi=None):
+    """A finite number >= lo (> lo when lo_open), <= hi when given.  lo=None: any finite number."""
     if x is None and allow_none:
         return None
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
@@ -209,11 +229,14 @@ def check_scalar(key, x, lo=0.0, lo_open=False, allow_none=False):
         raise ValueError(f"{key}: {x} is not finite")
     if lo is not None and (x < lo or (lo_open and x == lo)):
         raise ValueError(f"{key}: {x} must be {'>' if lo_open else '>='} {lo}")
+    if hi is not None and x > hi:
+        raise ValueError(f"{key}: {x} must be <= {hi:g}")
     return x
 
 
-def check_vector(key, x, n, lo=0.0, allow_none=False):
-    """n finite numbers >= lo (lo=None: any sign); one number (or a one-element list) is used for all n."""
+def check_vector(key, x, n, lo=0.0, allow_none=False, hi=None):
+    """n finite numbers >= lo (lo=None: any sign), <= hi when given; one number (or a one-element list)
+    is used for all n."""
     if x is None:
         if allow_none:
             return None
@@ -233,7 +256,20 @@ def check_vector(key, x, n, lo=0.0, allow_none=False):
     if lo is not None and np.any(a < lo):
         i = int(np.flatnonzero(a < lo)[0])
         raise ValueError(f"{key}: element {i} is {a[i]}, must be >= {lo}")
+    if hi is not None and np.any(a > hi):
+        i = int(np.flatnonzero(a > hi)[0])
+        raise ValueError(f"{key}: element {i} is {a[i]}, must be <= {hi:g}")
     return a
+
+
+def check_gain(key, x, allow_none=False):
+    """A gain, stiffness, damping or damping ratio: a finite number in [0, GAIN_MAX]."""
+    return check_scalar(key, x, 0.0, allow_none=allow_none, hi=GAIN_MAX)
+
+
+def check_gains(key, x, n, allow_none=False):
+    """n gains (or one for all), each in [0, GAIN_MAX]."""
+    return check_vector(key, x, n, allow_none=allow_none, hi=GAIN_MAX)
 
 
 # common parameters of every law: key -> default

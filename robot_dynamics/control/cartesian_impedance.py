@@ -76,8 +76,8 @@ import pinocchio as pin
 from scipy.linalg.lapack import dpotrf, dpotrs, dtrtri
 
 from .cartesian_trajectory import CartesianTrajectory
-from .base import (CartesianReference, ControlLaw, MeanDamping, check_bool, check_scalar, check_vector,
-                   critical_damping, shortest_error)
+from .base import (GAIN_MAX, CartesianReference, ControlLaw, check_bool, check_gain, check_gains, check_scalar,
+                   check_vector, critical_damping, mean_damping, shortest_error)
 from ..dynamics.reference import spatial
 
 _AX = ("x", "y", "z")
@@ -164,15 +164,16 @@ class CartesianImpedance(ControlLaw):
         p["frame"] = frame
         for kind in ("pos", "rot"):
             for a in _AX:
-                p[f"task.k_{kind}_{a}"] = check_scalar(f"task.k_{kind}_{a}", p[f"task.k_{kind}_{a}"])
-                p[f"task.d_{kind}_{a}"] = check_scalar(f"task.d_{kind}_{a}", p[f"task.d_{kind}_{a}"],
-                                                       allow_none=True)
-        p["task.damping_ratio"] = check_scalar("task.damping_ratio", p["task.damping_ratio"])
-        p["nullspace_stiffness"] = check_vector("nullspace_stiffness", p["nullspace_stiffness"], n)
-        p["nullspace_damping"] = check_vector("nullspace_damping", p["nullspace_damping"], n, allow_none=True)
-        p["nullspace_damping_ratio"] = check_scalar("nullspace_damping_ratio", p["nullspace_damping_ratio"])
-        p["q_nullspace"] = check_vector("q_nullspace", p["q_nullspace"], n, lo=None, allow_none=True)
-        p["damped_pinv_lambda"] = check_scalar("damped_pinv_lambda", p["damped_pinv_lambda"])
+                p[f"task.k_{kind}_{a}"] = check_gain(f"task.k_{kind}_{a}", p[f"task.k_{kind}_{a}"])
+                p[f"task.d_{kind}_{a}"] = check_gain(f"task.d_{kind}_{a}", p[f"task.d_{kind}_{a}"],
+                                                     allow_none=True)
+        p["task.damping_ratio"] = check_gain("task.damping_ratio", p["task.damping_ratio"])
+        p["nullspace_stiffness"] = check_gains("nullspace_stiffness", p["nullspace_stiffness"], n)
+        p["nullspace_damping"] = check_gains("nullspace_damping", p["nullspace_damping"], n, allow_none=True)
+        p["nullspace_damping_ratio"] = check_gain("nullspace_damping_ratio", p["nullspace_damping_ratio"])
+        p["q_nullspace"] = check_vector("q_nullspace", p["q_nullspace"], n, lo=-GAIN_MAX, allow_none=True,
+                                        hi=GAIN_MAX)
+        p["damped_pinv_lambda"] = check_gain("damped_pinv_lambda", p["damped_pinv_lambda"])
         fa = p["force_axes"]
         if isinstance(fa, (str, bytes)) or not hasattr(fa, "__len__") or len(fa) != 6:
             raise ValueError(f"force_axes: expected 6 booleans, got {fa!r}")
@@ -205,11 +206,12 @@ class CartesianImpedance(ControlLaw):
         self.D_ns = None if p["nullspace_damping"] is None else p["nullspace_damping"].copy()
         self._two_zeta_ns = 2.0 * p["nullspace_damping_ratio"]
         # the damping designs from one eigensolve each (base.MeanDamping) where every stiffness is > 0
-        self._mean = MeanDamping(self.K, self._two_zeta) if np.all(self.K > 0) else None
-        self._mean_ns = MeanDamping(self.K_ns, self._two_zeta_ns) if np.all(self.K_ns > 0) else None
+        # (and within MEAN_DAMPING_SPREAD of the largest: base.mean_damping)
+        self._mean = mean_damping(self.K, self._two_zeta)
+        self._mean_ns = mean_damping(self.K_ns, self._two_zeta_ns)
         if p["q_nullspace"] is not None:
             self.q_ns = p["q_nullspace"].copy()
-        self.lam2 = p["damped_pinv_lambda"] ** 2
+        self.lam2 = p["damped_pinv_lambda"] * p["damped_pinv_lambda"]
         S = np.array(p["force_axes"], dtype=bool)
         if getattr(self, "S", None) is not None and not np.array_equal(S, self.S):
             self._integral[:] = 0.0           # other force axes: the old integral means nothing

@@ -12,7 +12,7 @@ continuous joint is the shortest angle (wrapped to [-pi, pi)).
 """
 import numpy as np
 
-from .base import JointLaw, check_scalar, check_vector
+from .base import GAIN_MAX, JointLaw, check_gain, check_gains
 
 
 class ComputedTorque(JointLaw):
@@ -30,14 +30,21 @@ class ComputedTorque(JointLaw):
 
     def _validate(self, p):
         n = self.nv
-        p["omega"] = check_scalar("omega", p["omega"], 0.0)
-        p["zeta"] = check_scalar("zeta", p["zeta"], 0.0)
-        p["kp"] = check_vector("kp", p["kp"], n, allow_none=True)
-        p["kd"] = check_vector("kd", p["kd"], n, allow_none=True)
+        p["omega"] = check_gain("omega", p["omega"])
+        p["zeta"] = check_gain("zeta", p["zeta"])
+        p["kp"] = check_gains("kp", p["kp"], n, allow_none=True)
+        p["kd"] = check_gains("kd", p["kd"], n, allow_none=True)
+        # the gains omega and zeta give, under the same bound (omega**2 of 1e155 raised OverflowError)
+        if p["kp"] is None and p["omega"] * p["omega"] > GAIN_MAX:
+            raise ValueError(f"omega: {p['omega']} gives kp = omega^2 = {p['omega'] * p['omega']:g}, "
+                             f"must be <= {GAIN_MAX:g}")
+        if p["kd"] is None and p["kp"] is None and 2.0 * p["zeta"] * p["omega"] > GAIN_MAX:
+            raise ValueError(f"zeta: {p['zeta']} with omega {p['omega']} gives kd = 2 zeta omega = "
+                             f"{2.0 * p['zeta'] * p['omega']:g}, must be <= {GAIN_MAX:g}")
 
     def _apply(self, p):
         n = self.nv
-        kp = p["kp"] if p["kp"] is not None else np.full(n, p["omega"] ** 2)
+        kp = p["kp"] if p["kp"] is not None else np.full(n, p["omega"] * p["omega"])
         if p["kd"] is not None:
             kd = p["kd"]
         elif p["kp"] is not None:

@@ -22,7 +22,7 @@ import numpy as np
 import pinocchio as pin
 from scipy.linalg.lapack import dpotrf, dtrtri
 
-from .base import JointLaw, MeanDamping, check_bool, check_scalar, check_vector, critical_damping
+from .base import JointLaw, check_bool, check_gain, check_gains, critical_damping, mean_damping
 
 
 class JointImpedance(JointLaw):
@@ -37,9 +37,9 @@ class JointImpedance(JointLaw):
 
     def _validate(self, p):
         n = self.nv
-        p["k_gains"] = check_vector("k_gains", p["k_gains"], n)
-        p["d_gains"] = check_vector("d_gains", p["d_gains"], n, allow_none=True)
-        p["damping_ratio"] = check_scalar("damping_ratio", p["damping_ratio"], 0.0)
+        p["k_gains"] = check_gains("k_gains", p["k_gains"], n)
+        p["d_gains"] = check_gains("d_gains", p["d_gains"], n, allow_none=True)
+        p["damping_ratio"] = check_gain("damping_ratio", p["damping_ratio"])
         p["coriolis_feedforward"] = check_bool("coriolis_feedforward", p["coriolis_feedforward"])
         p["inertia_feedforward"] = check_bool("inertia_feedforward", p["inertia_feedforward"])
 
@@ -47,7 +47,7 @@ class JointImpedance(JointLaw):
         self.k = p["k_gains"].copy()
         self.d = None if p["d_gains"] is None else p["d_gains"].copy()
         self._two_zeta = 2.0 * p["damping_ratio"]
-        self._mean = MeanDamping(self.k, self._two_zeta) if np.all(self.k > 0) else None
+        self._mean = mean_damping(self.k, self._two_zeta)
         self._dbuf = np.zeros(self.nv)
         self._M = np.zeros((self.nv, self.nv))
         self._zero = np.zeros(self.nv)
