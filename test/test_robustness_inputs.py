@@ -359,6 +359,11 @@ def test_safety_params_fuzz(params):
         assert np.all(np.isfinite(out)) and np.all(np.abs(out) <= sf.limit + 1e-12)
 
 
+def params_of(law):
+    """A law's parameters as plain lists (comparable with ==): what set_params must leave as it was."""
+    return {k: (np.asarray(v).tolist() if v is not None else None) for k, v in law.params.items()}
+
+
 @settings(PURE, max_examples=40)
 @given(st.sampled_from(LAWS), st.sampled_from(["kp", "kd", "k_gains", "d_gains", "damping_ratio", "omega",
                                                "nullspace_stiffness", "task.k_pos_x", "frame", "unknown"]),
@@ -366,13 +371,12 @@ def test_safety_params_fuzz(params):
 def test_law_params_fuzz(law_name, key, value):
     with case("parameters"):
         law = make_law(law_name, MODEL, PinocchioBackend(MODEL))
-        old = dict(law.params)
+        old = params_of(law)
         try:
             law.set_params({key: value})
         except ValueError as e:
             assert str(e)
-            assert {k: (np.asarray(v).tolist() if v is not None else None) for k, v in law.params.items()} == \
-                {k: (np.asarray(v).tolist() if v is not None else None) for k, v in old.items()}
+            assert params_of(law) == old
         law.reset(State(Q0.copy(), np.zeros(N)))
         tau = law.compute(State(Q0 + 0.01, np.full(N, 0.1)))
         assert np.shape(tau) == (N,)
@@ -402,10 +406,10 @@ def test_extreme_gains_are_refused_or_give_finite_torques(law_name):
     for key in GAIN_KEYS[law_name]:
         for big in (1e155, 1e200, 1e308, [1e308] * N):
             law = make_law(law_name, MODEL, PinocchioBackend(MODEL))
-            old = {k: np.asarray(v).tolist() if v is not None else None for k, v in law.params.items()}
+            old = params_of(law)
             with pytest.raises(ValueError, match=key.split(".")[-1]):
                 law.set_params({key: big})
-            assert {k: np.asarray(v).tolist() if v is not None else None for k, v in law.params.items()} == old
+            assert params_of(law) == old
         law = make_law(law_name, MODEL, PinocchioBackend(MODEL))
         if key == "omega":
             law.set_params({key: GAIN_MAX ** 0.5})          # kp = omega^2 at the bound

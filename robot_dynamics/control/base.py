@@ -146,7 +146,7 @@ def mean_damping(k, two_zeta):
     """MeanDamping for the stiffnesses k when it applies (every k_i > 0 and within MEAN_DAMPING_SPREAD
     of the largest), else None: the caller designs with critical_damping."""
     k = np.asarray(k, dtype=float)
-    if k.size and k.min() > 0.0 and k.min() >= max(MEAN_DAMPING_SPREAD * k.max(), 1e-100):
+    if k.size and k.min() >= max(MEAN_DAMPING_SPREAD * k.max(), 1e-100):
         return MeanDamping(k, two_zeta)
     return None
 

@@ -24,7 +24,8 @@ dynamics seen through Lambda, nullspace and velocity-product terms aside) the da
 K here is the nominal stiffness of all six axes (on force axes too, so that they keep their damping).
 Computed as 2 zeta K^1/2 (K^1/2 A K^1/2)^-1/2 K^1/2 from A = Lambda^-1 itself (base.MeanDamping: one 6x6
 eigensolve, no inverse, D applied to the velocity error without being formed); with a zero stiffness
-or a given axis, from the Cholesky factor of A (base.critical_damping).
+(or one below base.MEAN_DAMPING_SPREAD of the largest) or a given axis, from the Cholesky factor of A
+(base.critical_damping).
 Axes whose task.d_* is given use that value, decoupled (their rows and columns of D replaced by it).
 All given: D = diag(task.d_*).  Nullspace: nullspace_damping when given (diagonal), else
 D_ns = 2 zeta_ns M^1/2 (M^-1/2 K_ns M^-1/2)^1/2 M^1/2 with zeta_ns = nullspace_damping_ratio: critical
