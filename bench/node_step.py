@@ -92,6 +92,7 @@ def run_law(rclpy, law, state_sub, args):
         path = node.c.path
         path.stop()
         path._thread = threading.current_thread()
+        path._ident = threading.get_ident()
         handler = node._on_joint_state
 
         def cb(raw):

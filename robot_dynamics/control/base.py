@@ -295,6 +295,7 @@ class ControlLaw:
         self.model = model
         self.dyn = backend
         self.nv = model.nv
+        self._state_shapes = ((model.nq,), (model.nv,))      # _state_ok, per step (model.nq is a property chain)
         self.info = LawInfo()
         self.track_damping_power = False               # impedance laws: set damping_power each compute
         self.damping_power = 0.0                       # [W] their damping's dissipation (energy tank)
@@ -378,7 +379,7 @@ class ControlLaw:
             q = np.asarray(q, dtype=float)
         if type(v) is not np.ndarray or v.dtype != np.float64:
             v = np.asarray(v, dtype=float)
-        if q.shape != (self.model.nq,) or v.shape != (self.nv,):
+        if q.shape != self._state_shapes[0] or v.shape != self._state_shapes[1]:
             raise ValueError(f"{self.name}: state q has shape {q.shape}, v {v.shape}; "
                              f"expected ({self.model.nq},), ({self.nv},)")
         if not math.isfinite(q.dot(q) + v.dot(v)):

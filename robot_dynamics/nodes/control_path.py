@@ -109,6 +109,7 @@ class ControlPath:
         self._wake_t = None                   # monotonic time of the next on_wakeup (None: none)
         self._stop = False
         self._thread = None
+        self._ident = None                    # the thread's threading.get_ident() while it runs
         self.rt_report = None                 # realtime.apply_thread's report (when rt settings given)
         self.native_id = None
         self.messages = 0                     # wake-ups with messages (the newest one handled)
@@ -130,6 +131,7 @@ class ControlPath:
         result = {}
 
         def run():
+            self._ident = threading.get_ident()
             self.native_id = threading.get_native_id()
             _set_thread_name(self.name)
             if rt_settings is not None:
@@ -159,7 +161,7 @@ class ControlPath:
         the control thread itself (a handler) this only records it; from another thread it also wakes
         the waiting thread so the new time is used at once."""
         self._wake_t = t
-        if threading.get_ident() != getattr(self._thread, "ident", None):
+        if threading.get_ident() != self._ident:
             self._gc.trigger_guard_condition()
 
     @property
@@ -183,7 +185,7 @@ class ControlPath:
         th.join(timeout)
         ended = not th.is_alive()
         if ended:
-            self._thread = None
+            self._thread = self._ident = None
         return ended
 
     def destroy(self):
@@ -204,7 +206,7 @@ class ControlPath:
     def _run(self):
         ws, gc_h, sub = self._ws, self._gc, self.sub
         spin = self.spin
-        take = sub.take
+        take_message, msg_type, raw = sub.handle.take_message, sub.msg_type, sub.raw   # sub.take, inline
         sub_handle = sub.handle
         extra = [(s.handle, s.take, h) for s, h in self.extra]
         mono = time.monotonic
@@ -240,10 +242,10 @@ class ControlPath:
                     self.on_error("extra", e)
             msgs = []
             try:
-                m = take()
-                while m is not None:
-                    msgs.append(m)
-                    m = take()
+                r = take_message(msg_type, raw)
+                while r is not None:
+                    msgs.append(r[0])
+                    r = take_message(msg_type, raw)
             except Exception as e:                 # noqa: BLE001 (a message that cannot be taken)
                 self.errors += 1
                 self.on_error("take", e)

@@ -92,6 +92,9 @@ class Outputs:
         self.cmd = Float64ArrayCdr(n, "joints")
         self.cmd_np = self.cmd.data
         self.cmd_pub = node.create_publisher(Float64MultiArray, command_topic, qos_out)
+        # the rcl publisher itself: Publisher.publish adds a type test and the handle's context
+        # manager per message; the node stops its control thread before it destroys this publisher
+        self._publish_raw = self.cmd_pub.handle.publish_raw
         self.state = StateOutput(node, loop)
         self.state_pub = self.state.pub
         self.jc_pub = self.jc_msg = self.jc_eff = None
@@ -116,7 +119,7 @@ class Outputs:
         """tau (model order) -> the command in `joints` order on command_topic; ~/joint_command and
         ~/state too when enabled (~/state only while it has subscribers)."""
         tau.take(self.perm, out=self.cmd_np)
-        self.cmd_pub.publish(self.cmd.bytes())
+        self._publish_raw(self.cmd.bytes())
         jc = self.jc_pub is not None
         state = publish_state and self.state.wanted()
         if not (jc or state):
