@@ -95,6 +95,67 @@ def test_path_takes_what_no_executor_sees(ctx):
     assert not path.running
 
 
+def _timer_threads():
+    """{tid: (name, policy)} of this process's middleware timer threads (realtime.MIDDLEWARE_TIMER_THREADS)."""
+    import os
+    from robot_dynamics.realtime import MIDDLEWARE_TIMER_THREADS
+    out = {}
+    for t in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{t}/comm") as f:
+                name = f.read().strip()
+            if name.startswith(MIDDLEWARE_TIMER_THREADS):
+                out[int(t)] = (name, os.sched_getscheduler(int(t)))
+        except OSError:
+            pass
+    return out
+
+
+def test_path_start_takes_the_timer_thread_off_wakeup_preemption(ctx):
+    """Starting a control path puts Fast DDS's timed-events thread under SCHED_BATCH (read back from
+    the OS): the timer restarts of each reliable command no longer preempt the control thread.  A
+    timer thread the real-time option made SCHED_FIFO (rt_scope: process) keeps that policy."""
+    import os
+    node = rclpy.create_node("cp_batch", context=ctx)
+    ctx2 = rclpy.Context()                            # a second participant: a second timer thread
+    rclpy.init(context=ctx2)
+    node2 = rclpy.create_node("cp_batch_rt", context=ctx2)
+    path = None
+    fifo_tid = None
+    try:
+        before = _timer_threads()
+        others = [tid for tid, (_, pol) in before.items() if pol == os.SCHED_OTHER]
+        assert len(others) >= 2, f"expected a Fast DDS timed-events thread (dds.ev.*) per participant: {before}"
+        fifo_tid = others[0]                          # as the real-time option leaves it (needs root, as
+        try:                                          # rt_scope: process does)
+            os.sched_setscheduler(fifo_tid, os.SCHED_FIFO, os.sched_param(1))
+        except PermissionError:
+            fifo_tid = None
+        sub = TakeSubscription(node, Float64MultiArray, "/cp_batch_in", 1)
+        path = ControlPath(node, sub, lambda msg, now, last: None, name="cp_batch")
+        path.start()
+        after = _timer_threads()
+        for tid, (name, pol) in after.items():
+            if tid == fifo_tid:
+                assert pol == os.SCHED_FIFO, f"{name}: the real-time option's policy was replaced"
+            else:
+                assert pol == os.SCHED_BATCH, f"{name}: policy {pol}, not SCHED_BATCH"
+        assert len(path.calmed) == sum(1 for tid, (_, pol) in before.items()
+                                       if pol == os.SCHED_OTHER and tid != fifo_tid) >= 1
+        assert path.stats()["batch_timer_threads"] == len(path.calmed)
+    finally:
+        if fifo_tid is not None:
+            try:
+                os.sched_setscheduler(fifo_tid, os.SCHED_OTHER, os.sched_param(0))
+            except OSError:
+                pass
+        if path is not None:
+            path.destroy()
+        node.destroy_node()
+        node2.destroy_node()
+        rclpy.try_shutdown(context=ctx2)
+
+
 def test_take_all_hands_every_message_of_every_topic(ctx):
     """TakeAll (the probe's and the benchmark driver's receive path): every message of each of its
     subscriptions reaches that subscription's handler, in the order published, none skipped (two
