@@ -335,8 +335,9 @@ def calm_middleware_timers():
     under SCHED_BATCH: the same share of the CPU, but a wake-up no longer preempts the running thread
     (the timer runs on an idle core, or at the next scheduler tick, by when several restarts have
     coalesced).  Its timers (heartbeats, NACK responses, discovery announcements: milliseconds to
-    seconds) lose at most a tick.  A thread under another policy (the real-time option's
-    rt_scope: process) is left alone; needs no privilege.  Returns the names of the threads changed."""
+    seconds) can start up to a time slice late on a busy core.  A thread under another policy (the
+    real-time option's rt_scope: process) is left alone; needs no privilege.  Returns the names of the
+    threads changed."""
     batch = getattr(os, "SCHED_BATCH", None)
     if batch is None:
         return []
