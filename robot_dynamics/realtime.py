@@ -337,15 +337,16 @@ def calm_middleware_timers():
     coalesced).  Its timers (heartbeats, NACK responses, discovery announcements: milliseconds to
     seconds) can start up to a time slice late on a busy core.  A thread under another policy (the
     real-time option's rt_scope: process) is left alone; needs no privilege.  Returns the names of the
-    threads changed."""
+    timer threads under SCHED_BATCH now (put there by this call or an earlier one: a node that
+    configures again starts its path again)."""
     batch = getattr(os, "SCHED_BATCH", None)
     if batch is None:
         return []
-    changed = []
+    calm = []
     try:
         tids = os.listdir("/proc/self/task")
     except OSError:
-        return changed
+        return calm
     for t in tids:
         try:
             with open(f"/proc/self/task/{t}/comm") as f:
@@ -353,13 +354,15 @@ def calm_middleware_timers():
             if not name.startswith(MIDDLEWARE_TIMER_THREADS):
                 continue
             tid = int(t)
-            if os.sched_getscheduler(tid) != os.SCHED_OTHER:
-                continue
-            os.sched_setscheduler(tid, batch, os.sched_param(0))
-            changed.append(name)
+            pol = os.sched_getscheduler(tid)
+            if pol == os.SCHED_OTHER:
+                os.sched_setscheduler(tid, batch, os.sched_param(0))
+                pol = batch
+            if pol == batch:
+                calm.append(name)
         except (OSError, ValueError):          # ended meanwhile, or refused: left as it was
             pass
-    return changed
+    return calm
 
 
 def diagnostics_values(report):

@@ -140,9 +140,14 @@ def test_path_start_takes_the_timer_thread_off_wakeup_preemption(ctx):
                 assert pol == os.SCHED_FIFO, f"{name}: the real-time option's policy was replaced"
             else:
                 assert pol == os.SCHED_BATCH, f"{name}: policy {pol}, not SCHED_BATCH"
-        assert len(path.calmed) == sum(1 for tid, (_, pol) in before.items()
-                                       if pol == os.SCHED_OTHER and tid != fifo_tid) >= 1
-        assert path.stats()["batch_timer_threads"] == len(path.calmed)
+        assert sorted(path.calmed) == sorted(name for tid, (name, _) in after.items() if tid != fifo_tid)
+        assert len(path.calmed) >= 1 and path.stats()["batch_timer_threads"] == len(path.calmed)
+        # a path started again (a node configured again) reports them again, already under SCHED_BATCH
+        path.destroy()
+        path = ControlPath(node, TakeSubscription(node, Float64MultiArray, "/cp_batch_in", 1),
+                           lambda msg, now, last: None, name="cp_batch")
+        path.start()
+        assert sorted(path.calmed) == sorted(name for tid, (name, _) in after.items() if tid != fifo_tid)
     finally:
         if fifo_tid is not None:
             try:

@@ -119,7 +119,7 @@ class ControlPath:
         self._ident = None                    # the thread's threading.get_ident() while it runs
         self.rt_report = None                 # realtime.apply_thread's report (when rt settings given)
         self.native_id = None
-        self.calmed = []                      # the middleware timer threads start() put under SCHED_BATCH
+        self.calmed = []                      # the middleware timer threads under SCHED_BATCH at start()
         self.messages = 0                     # wake-ups with messages (the newest one handled)
         self.superseded = 0                   # taken, but a newer one was there
         self.wakeups = 0
