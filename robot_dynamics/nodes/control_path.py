@@ -215,7 +215,7 @@ class ControlPath:
     def _run(self):
         ws, gc_h, sub = self._ws, self._gc, self.sub
         spin = self.spin
-        take_message, msg_type, raw = sub.handle.take_message, sub.msg_type, sub.raw   # sub.take, inline
+        take = sub.take
         sub_handle = sub.handle
         extra = [(s.handle, s.take, h) for s, h in self.extra]
         mono = time.monotonic
@@ -251,10 +251,10 @@ class ControlPath:
                     self.on_error("extra", e)
             msgs = []
             try:
-                r = take_message(msg_type, raw)
-                while r is not None:
-                    msgs.append(r[0])
-                    r = take_message(msg_type, raw)
+                m = take()
+                while m is not None:
+                    msgs.append(m)
+                    m = take()
             except Exception as e:                 # noqa: BLE001 (a message that cannot be taken)
                 self.errors += 1
                 self.on_error("take", e)

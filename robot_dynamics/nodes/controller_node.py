@@ -671,23 +671,16 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
         t0 = time.perf_counter()
         try:
             c.stamp_ns = ns = self._clock_handle.get_now().nanoseconds   # the one clock read: the law's
-            loop = c.loop                                                # time and the message stamps
-            tau, safe = loop.step(now, ns * 1e-9)
-            if safe:
-                self._send(tau, True)
-            else:                                      # _send's control-step case, a call less
-                self._publish(tau)
-                loop.sent(time.monotonic())
-            if c.out.obs_wrench_pub is not None:
-                c.out.observer(loop, now, ns, safe)
-            run = loop.payload_run
+            tau, safe = c.loop.step(now, ns * 1e-9)                       # time and the message stamps
+            self._send(tau, safe)
+            c.out.observer(c.loop, now, ns, safe)
+            run = c.loop.payload_run
             if run is not None and run.ok and run is not self._payload_published:
                 self._publish_payload(run)
         except Exception as e:                         # noqa: BLE001
             self._on_exception("control_step", e)
             return
-        if self._gc_ctl.enabled:
-            self._gc_ctl.tick(now)                     # rt_gc_mode manual: after the command left
+        self._gc_ctl.tick(now)                         # rt_gc_mode manual: after the command left
         if safe:
             return
         lat = time.perf_counter() - t0
