@@ -265,8 +265,9 @@ def test_commanded_force_is_bounded(law):
     if law == "cartesian_impedance":
         ref = CartesianReference(R, p + [0.15, 0.1, -0.15])
         over = {f"cartesian_impedance.task.k_pos_{a}": 1000.0 for a in "xyz"}
-    else:       # a step as the law sees it (set-point shaping off: the force limit is what is tested)
-        ref, over = JointReference(q1), {"setpoint_shaping": False}
+    else:
+        ref, over = JointReference(q1), {}
+    over["setpoint_shaping"] = False       # a step as the law sees it: the force limit is what is tested
     peaks = {}
     for name, extra in (("without", {}), ("with", {"safety.max_force": 40.0, "safety.max_force_axis": [0, 20.0, 0],
                                                      "safety.force_frame": TCP, "safety.frames": [TCP],

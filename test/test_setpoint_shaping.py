@@ -200,3 +200,51 @@ def test_one_clock_the_same_commands_whatever_the_wall_clock_pacing():
         runs.append(np.array(cmds))
     for other in (runs[0], runs[2]):
         assert np.abs(other - runs[1]).max() <= 1e-9
+
+
+TCP = "panda_hand_tcp"
+
+
+def _table_case(k, envelope, seconds=3.0):
+    """Issue 41's case: Cartesian impedance k_pos k on the hand's TCP, k_rot 50, the default rate limit, a
+    table 0.15 m below the TCP (the envelope: that frame, radius 0.025 m), a target 0.31 m straight down."""
+    from robot_dynamics.control.base import CartesianReference
+    from robot_dynamics.dynamics import make_backend
+    model = model_of("panda")
+    pb = make_backend(model, "pinocchio")
+    q0 = np.array(shipped("sim_panda")["initial_positions"], dtype=float)
+    R0, p0 = pb.frame_placement(q0, TCP)
+    table = float(p0[2] - 0.15)
+    p = {"controller": "cartesian_impedance", "cartesian_impedance.frame": TCP, "ramp_time": 0.0,
+         "safe_command": "gravity", **{f"cartesian_impedance.task.k_pos_{a}": k for a in "xyz"},
+         **{f"cartesian_impedance.task.k_rot_{a}": 50.0 for a in "xyz"}}
+    if envelope:
+        p.update({"safety.frames": [TCP], "safety.frame_radii": [0.025], "safety.planes": [0.0, 0.0, 1.0, table]})
+    loop = ControlLoop.from_params(model, p, log=lambda lv, tx: None)
+    sim = MujocoSim(model, dt=DT)
+    sim.reset(q0)
+    loop.activate(0.0)
+    peak, deepest, t = 0.0, -np.inf, 0.0
+    for i in range(int(seconds / DT)):
+        if i == 100:
+            assert loop.set_reference(CartesianReference(R0, p0 - [0.0, 0.0, 0.31]), "target_pose", t)[0]
+        loop.update_state(sim.q, sim.v, t)
+        tau, _ = loop.step(t)
+        sim.step(tau)
+        t += DT
+        peak = max(peak, float(np.abs(sim.v).max()))
+        deepest = max(deepest, table - (sim.frame_pose(TCP)[1][2] - 0.025))
+    return peak, deepest, float(np.abs(sim.v).max()), float(np.asarray(model.velocity_limits).min())
+
+
+@pytest.mark.parametrize("k", [1000.0, 1500.0])
+def test_the_table_case_a_stiff_cartesian_step_toward_a_table_is_held_above_it_no_faster_than_without(k):
+    """Before: 1000 N/m with the envelope 75.6 rad/s and 412 mm through the table (the issue's runs);
+    1500 N/m here 37.6 rad/s with the envelope against 11.3 without."""
+    free_peak, free_deep, _, _ = _table_case(k, False)
+    peak, deep, v_end, v_lim = _table_case(k, True)
+    assert free_deep > 0.1                   # without the envelope the target is reached: through the table
+    assert peak <= free_peak * 1.05          # the envelope makes the arm no faster
+    assert peak < v_lim                      # within the Panda's slowest joint's velocity limit
+    assert deep < 0.0                        # the TCP sphere held above the table
+    assert v_end < 1e-3                      # at rest at the end

@@ -236,6 +236,8 @@ class ControlLoop:
         self.safety = SafetyFilter(m, self._safety_params(p))
         if hasattr(self.law, "approach_cap"):
             self.law.approach_cap = self._approach_cap
+        if hasattr(self.law, "shaping"):
+            self.law.shaping = self._cartesian_cap
         self.envelope = SafetyEnvelope(m, {ENVELOPE_KEYS[k]: self._envelope_value(k, p[k]) for k in ENVELOPE_KEYS})
         self._tank_keys = TANK_KEYS.get(self.law_name, ())
         self.tank = EnergyTank(p["safety.tank_capacity"] if self._tank_keys else 0.0)
@@ -692,6 +694,30 @@ class ControlLoop:
             vcap = np.where(k > 0, share / np.maximum(k, 1e-300), np.inf)
             acap = np.where(d > 0, share / np.maximum(d, 1e-300), np.inf)
         return vcap, acap
+
+    SHAPING_STEP_TIME = 0.01       # s: a pose step whose spring torque the rate limit passes in this
+                                   # time (at SHAPING_RATE_SHARE) is stepped to; a larger one approached
+
+    def _cartesian_cap(self):
+        """Set-point shaping for the Cartesian law, at the last valid q: (jump_pos [m], jump_rot [rad],
+        v_lin [m/s], v_ang [rad/s]).  A pose step dp changes joint j's spring torque by about
+        k_pos |J_lin,j| dp (k_rot |J_ang,j| for a rotation; k the largest of the law's three): the step is
+        approached when that exceeds SHAPING_RATE_SHARE x the rate limit x SHAPING_STEP_TIME, and the
+        approach's speeds keep k |J| v at half that share each (linear and angular).  Streamed poses
+        (a 100 Hz stream of a path) move far less per message and are followed as sent.  None when
+        shaping is off or no state has arrived."""
+        if not self._p["setpoint_shaping"] or not self.have_state:
+            return None
+        law = self.law
+        J = np.asarray(self.gravity_backend.frame_jacobian(self.q, law.frame), dtype=float)
+        jl = float(np.max(np.linalg.norm(J[:3], axis=0)))
+        ja = float(np.max(np.linalg.norm(J[3:], axis=0)))
+        kp, kr = float(np.max(law.K[:3])), float(np.max(law.K[3:]))
+        share = self.SHAPING_RATE_SHARE * float(np.min(self.safety.rate))
+        big = 1e300
+        tp = share / max(kp * jl, 1e-300) if kp > 0 else big
+        tr = share / max(kr * ja, 1e-300) if kr > 0 else big
+        return tp * self.SHAPING_STEP_TIME, tr * self.SHAPING_STEP_TIME, 0.5 * tp, 0.5 * tr
 
     def set_target_wrench(self, w, what="target_wrench", now=None):
         """cartesian_impedance: the feed-forward wrench [f; n] the robot exerts, base-frame axes."""
