@@ -41,6 +41,7 @@ def case(model, pb, k, rate, envelope, seconds, extra=None):
     loop = ControlLoop.from_params(model, params, log=lambda lv, tx: None)
     sim = MujocoSim(model, dt=DT)
     sim.reset(Q0)
+    loop.safety.hold(pb.gravity(Q0))      # the arm held at activation (the node's safe command, gravity)
     loop.activate(0.0)
     vj = vt = 0.0
     deepest = -np.inf
