@@ -62,6 +62,7 @@ def run_case(model, robot, law, joint, step, t_end, robot_loop=False, over=None)
     sim.reset(q0)
     vl = np.asarray(model.velocity_limits, dtype=float)
     lo, hi = (np.asarray(a, dtype=float) for a in (model.lower_limits, model.upper_limits))
+    loop.safety.hold(loop.gravity_backend.gravity(q0))   # held at activation (the node's safe command)
     loop.activate(0.0)
     t, peak, rate_peak, past = 0.0, 0.0, 0.0, 0.0
     prev = None

@@ -108,6 +108,7 @@ def run_step(robot, law, joint, step, seconds, robot_loop=False, **over):
     ("panda", "joint_impedance", 1.0, 3.5, True),
     ("panda", "computed_torque", -0.6, 3.0, False),
     ("ur5e", "joint_impedance", 0.6, 4.5, False),
+    ("kinova", "computed_torque", 1.0, 4.0, False),
 ])
 def test_a_set_point_step_on_a_shipped_config_stays_within_the_velocity_limits_and_settles(
         robot, law, step, seconds, robot_loop):

@@ -656,6 +656,8 @@ class ControlLoop:
 
     SHAPING_RATE_SHARE = 0.5       # of the torque-rate limit, for a shaped set-point's speed (and again
                                    # for its acceleration through the damping)
+    SHAPING_VELOCITY_SHARE = 0.8   # of each joint's velocity limit, for the approach's peak speed (room
+                                   # for the tracking error)
 
     def _shaped(self, ref):
         """A set-point (no velocity, no acceleration) -> a one-point JointTrajectory, approached from the
@@ -675,7 +677,8 @@ class ControlLoop:
         shaped set-point: the law's torque change from following the approach at speed v_j is about
         K_j v_j (+ D_j a_j), K_j the law's stiffness on joint j (joint impedance: k_j; computed torque:
         M_jj kp_j), D_j its damping (2 zeta sqrt(k_j M_jj); M_jj kd_j): each kept at SHAPING_RATE_SHARE of
-        the torque-rate limit, so following the approach leaves the limit unsaturated.  None when
+        the torque-rate limit, so following the approach leaves the limit unsaturated; the speed also within
+        SHAPING_VELOCITY_SHARE of the velocity limits.  None when
         set-point shaping is off or the law has no such gains."""
         if not self._p["setpoint_shaping"]:
             return None
@@ -690,8 +693,10 @@ class ControlLoop:
         else:
             return None
         share = self.SHAPING_RATE_SHARE * np.broadcast_to(np.asarray(self.safety.rate, dtype=float), (self.n,))
+        vl = np.asarray(self.model.velocity_limits, dtype=float)
+        vl = np.where(np.isfinite(vl) & (vl > 0), self.SHAPING_VELOCITY_SHARE * vl, np.inf)
         with np.errstate(divide="ignore"):
-            vcap = np.where(k > 0, share / np.maximum(k, 1e-300), np.inf)
+            vcap = np.minimum(np.where(k > 0, share / np.maximum(k, 1e-300), np.inf), vl)
             acap = np.where(d > 0, share / np.maximum(d, 1e-300), np.inf)
         return vcap, acap
 
