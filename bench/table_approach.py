@@ -7,6 +7,7 @@ peak joint speed, the peak TCP speed, the deepest the TCP sphere went below the 
 above it), the joint speed at the end and the envelope's stops.  Nothing is asserted.
 
     .venv/bin/python bench/table_approach.py [--k 700,1000,1500,5000] [--rates 1000,600,300,200] [--time 3]
+        [--no-shaping]
 """
 import argparse
 import sys
@@ -68,7 +69,9 @@ def main():
     ap.add_argument("--k", default="700,1000,1500,5000")
     ap.add_argument("--rates", default="1000,600,300,200")
     ap.add_argument("--time", type=float, default=3.0)
+    ap.add_argument("--no-shaping", action="store_true", help="setpoint_shaping false (the loop as before)")
     a = ap.parse_args()
+    extra = {"setpoint_shaping": False} if a.no_shaping else None
     model = Model.from_robot("panda")
     pb = make_backend(model, "pinocchio")
     print("| k_pos [N/m] | rate [N m/s] | envelope | peak joint speed [rad/s] | peak TCP speed [m/s] "
@@ -77,7 +80,7 @@ def main():
     for k in (float(x) for x in a.k.split(",")):
         for rate in (float(x) for x in a.rates.split(",")):
             for env in (False, True):
-                vj, vt, deep, vend, stops = case(model, pb, k, rate, env, a.time)
+                vj, vt, deep, vend, stops = case(model, pb, k, rate, env, a.time, extra)
                 print(f"| {k:.0f} | {rate:.0f} | {'on' if env else 'off'} | {vj:.2f} | {vt:.2f} | {deep * 1e3:+.1f} "
                       f"| {vend:.2e} | {stops} |", flush=True)
 
