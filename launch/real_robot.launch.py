@@ -7,9 +7,10 @@ interface_name: effort) and a joint_state_broadcaster.
         command_topic:=/forward_effort_controller/commands wrench_topic:=/force_torque_sensor_broadcaster/wrench
 
 The robot description comes from the driver: the controller reads the `robot_description` parameter
-(passed here from the `robot_description` launch argument if given) or, in the parameters file, the
-example-robot-data model.  On a real UR5e use the driver's description (ur_robot_driver publishes it),
-never the simulation's UR5 URDF.
+(passed here from the `robot_description` launch argument if given) or the driver's /robot_description
+topic (robot_state_publisher, TRANSIENT_LOCAL), and waits for it, saying so every 10 s; a configure
+without one fails with an ERROR naming the ways to pass one.  The parameters file's example-robot-data
+model is used only with `fallback_model:=true` (and a WARN): on a real UR5e it is a UR5, not the arm.
 
 Arguments:
   robot, controller, config     as in sim.launch.py (config/<robot>_<controller>.yaml by default)
@@ -17,7 +18,9 @@ Arguments:
   command_topic                 default /effort_controller/commands
   wrench_topic                  default /ft_sensor/wrench
   namespace                     push the controller into a namespace (multi-robot set-ups)
-  robot_description             URDF text of the real robot ('' : from the parameters file)
+  robot_description             URDF text of the real robot ('' : the driver's, on /robot_description)
+  fallback_model                true: the parameters file's example-robot-data model when no description
+                                comes (default false: wait for the driver's)
   compensate_gravity            auto (default: off on the Panda, whose libfranka torque interface already
                                 compensates gravity; on for UR and Kinova), true or false
   autostart                     configure + activate at start-up (default false on hardware: activate
@@ -51,6 +54,11 @@ def _nodes(context):
     overrides = {"autostart": lc["autostart"].lower() in ("1", "true", "yes", "on")}
     if lc["robot_description"]:
         overrides["robot_description"] = lc["robot_description"]
+    if LaunchConfiguration("fallback_model").perform(context).lower() not in ("1", "true", "yes", "on"):
+        # a real arm: its driver's description only (the parameters file's example-robot-data model is
+        # a simulation's, not this arm's): the controller waits for it, and a configure without it fails
+        # with the ways to pass one
+        overrides.update({"robot": "", "urdf_path": ""})
     cg = lc["compensate_gravity"].lower()
     if cg == "auto":
         cg_value = not DRIVER_COMPENSATES_GRAVITY[lc["robot"]]
@@ -80,7 +88,12 @@ def generate_launch_description():
         DeclareLaunchArgument("wrench_topic", default_value="/ft_sensor/wrench"),
         DeclareLaunchArgument("namespace", default_value=""),
         DeclareLaunchArgument("robot_description", default_value="",
-                              description="URDF text of the real robot (default: from the config file)"),
+                              description="URDF text of the real robot (default: the driver's, on "
+                                          "/robot_description)"),
+        DeclareLaunchArgument("fallback_model", default_value="false", choices=["true", "false"],
+                              description="true: without a description, the parameters file's "
+                                          "example-robot-data model (a WARN says so); false: wait for the "
+                                          "driver's"),
         DeclareLaunchArgument("compensate_gravity", default_value="auto",
                               description="add g(q): auto = off for robots whose driver compensates "
                                           "gravity itself (Franka), on otherwise; true / false to force"),

@@ -657,9 +657,11 @@ def test_new_robot_description_bad_then_good(jrig):
     for bad in ("<robot name='broken'", PANDA_URDF.replace("panda_joint4", "other_joint4"),
                 "<robot name='empty'><link name='a'/></robot>"):
         with case("parameters"):
-            assert jrig.set_params(pc, [Parameter("robot_description", value=bad)])[0].successful
+            # read at configure: refused while configured, taken once cleaned up
+            assert not jrig.set_params(pc, [Parameter("robot_description", value=bad)])[0].successful
             assert jrig.change_state(Transition.TRANSITION_DEACTIVATE)
             assert jrig.change_state(Transition.TRANSITION_CLEANUP)
+            assert jrig.set_params(pc, [Parameter("robot_description", value=bad)])[0].successful
             assert not jrig.change_state(Transition.TRANSITION_CONFIGURE)
             assert jrig.lifecycle_state() == "unconfigured"
             assert node.config_error

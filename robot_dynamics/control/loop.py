@@ -31,8 +31,9 @@ model order; the caller maps names and converts messages.
     tau, safe = loop.step(now, t=None)      # watchdog check; law -> safety filter, or one step of the
                                             # safe-command ramp; tau in model order (a preallocated
                                             # array, valid until the next call); never raises
-    loop.sent(now)                          # optional: when the command left (the rate limit's dt
-                                            # counts from there; default: the step's `now`)
+    loop.sent(now, t)                       # optional: when the command left, steady and control
+                                            # clock (the rate limit's dt counts from there; default:
+                                            # the step's time)
     ok, msg = loop.hold();  ok, msg = loop.tare()
     loop.counts                             # rejected.*, errors.*, watchdog_trips: exact
     level, message, kv = loop.diagnostics() # level 0 ok, 1 warn, 2 error; kv [(key, text), ...]
@@ -278,6 +279,7 @@ class ControlLoop:
         self.last_step = None                      # `now` of the last step (the watchdog's stall check)
         self.last_t = None                         # control-clock time of the last law step (every dt)
         self.last_pub = None                       # when the last command left (the rate limit's dt)
+        self.last_sent_t = None                    # the same on the control clock (None: unknown)
         self.safe_reached = False
         self.waiting_logged = False
         self.tau = np.zeros(n)                     # the last filtered command (model order)
@@ -556,6 +558,7 @@ class ControlLoop:
         self.last_step = None
         self.last_t = None
         self.last_pub = None
+        self.last_sent_t = None
         self.safe_reached = False
         self.active = True
 
@@ -906,8 +909,9 @@ class ControlLoop:
         if self.watchdog == "waiting" and not self.have_state:
             if not self.waiting_logged:
                 self.waiting_logged = True
-                self._log("warn", f"no joint state received on {self._js_label} yet: publishing the "
-                                  f"safe command ({self._p['safe_command']})")
+                what = "zero torque (the safe command 'gravity' needs a joint state)" \
+                    if self._p["safe_command"] == "gravity" else "the safe command (zero torque)"
+                self._log("warn", f"no joint state received on {self._js_label} yet: publishing {what}")
             return True
         if age > timeout and (self.watchdog != "tripped" or not self._wd_episode.logged):
             rejecting = self._js_episode.reason
@@ -1027,8 +1031,17 @@ class ControlLoop:
         dt = self.period if self.last_t is None else min(max(tc - self.last_t, 1e-6), 0.1)
         self.last_t = tc
         self.last_step = now
-        dt_rate = dt
+        # the rate limit counts from when the last command left, on the same clock: sent(now, t) from
+        # the caller (the node: after each publish), else this step's time; after a safe-command ramp
+        # with no sent() report, from the steady clock's record of it
+        if self.last_sent_t is not None:
+            dt_rate = min(max(tc - self.last_sent_t, 1e-6), 0.1)
+        elif self.last_pub is not None:
+            dt_rate = min(max(now - self.last_pub, 1e-6), 0.1)
+        else:
+            dt_rate = dt
         self.last_pub = now
+        self.last_sent_t = tc
         if self.watchdog != "ok":
             if self.watchdog == "tripped":
                 self._wd_episode.end(lambda e: (
@@ -1219,9 +1232,12 @@ class ControlLoop:
             self.reject_reference(what, f"arrived while {self._reset_cause}: not followed; the arm holds its "
                                   "position, send it again", now)
 
-    def sent(self, now):
-        """The command of the last step left at `now` (the rate limit's dt counts from there)."""
+    def sent(self, now, t=None):
+        """The command of the last step left at `now` (steady clock) and `t` (the control clock, when
+        the caller has it): the rate limit's dt counts from there."""
         self.last_pub = now
+        if t is not None:
+            self.last_sent_t = t
 
     def _apply_target_wrench(self):
         if getattr(self.law, "trajectory", None) is not None:   # a Cartesian trajectory goes on
@@ -1327,6 +1343,7 @@ class ControlLoop:
         self.last_step = now
         self.last_t = None                               # the law's next step counts one period
         self.last_pub = now
+        self.last_sent_t = None                          # (the caller's sent(now, t) sets it)
         if self.observer is not None:
             self._obs_last = None                        # the applied torque left the law: restart
         return tau

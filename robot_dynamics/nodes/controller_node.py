@@ -281,8 +281,10 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
                                    "it is read TRANSIENT_LOCAL: a publisher that is up delivers it at "
                                    f"once), or set robot_description, urdf_path or robot{self._clock_note()}{hint}")
                 return
-        self._log.info(f"autostart: configuring ({'robot_description parameter' if have_param else ''}"
-                       f"{'' if have_param else (self._p('robot_description_topic') + ' received' if self._rd_msg else 'fallback ' + repr(self._p('urdf_path') or self._p('robot')))})")
+        fallback = not (have_param or self._rd_msg)
+        (self._log.warning if fallback else self._log.info)(
+            f"autostart: configuring ({'robot_description parameter' if have_param else ''}"
+            f"{'' if have_param else (self._p('robot_description_topic') + ' received' if self._rd_msg else 'fallback ' + repr(self._p('urdf_path') or self._p('robot')) + ': no robot description came in ' + format(waited, '.1f') + ' s')})")
         self._end_autostart()
         if self.trigger_configure() == SUCCESS:
             self.trigger_activate()
@@ -349,6 +351,11 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
         gc.freeze()
         self._log.info(f"configured: {c.law.name} on {c.model.name} ({c.source}), joints {c.joints}, "
                        f"commands on {self._p('command_topic')}, control thread on {c.js_sub.topic_name}")
+        if c.source.startswith(("robot ", "urdf_path ")):
+            self._log.warning(f"the model is the fallback {c.source}, not a description of the robot on the "
+                              f"topics (none on the robot_description parameter or "
+                              f"{self._p('robot_description_topic')}): right for a simulation of that model; "
+                              "on a real arm pass its driver's description")
         return SUCCESS
 
     def _configure(self):
@@ -356,11 +363,17 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
         joints = self._p("joints") or []
         if len(set(joints)) != len(joints):
             raise ValueError(f"joints: duplicate names in {joints}")
+        self._warn_unknown_parameters()
+        try:                                           # the joints first: a bad name is named, not the
+            c.model, c.source = self._load_model(joints)   # gains that then have the wrong length
+        except ValueError as e:
+            if joints and "unknown joint" in str(e):
+                raise ValueError(f"joints {joints}: {e}") from None
+            raise
         for name in self._specs:                      # values set before configure, checked now
             err = check_value(self._specs[name], self._p(name), len(joints) or None)
             if err:
                 raise ValueError(err)
-        c.model, c.source = self._load_model(joints)
         m = c.model
         for w in m.warnings:                           # loaded anyway (strict false): say so once
             self._log.warning(f"{c.source}: {w}")
@@ -434,6 +447,23 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
             warm_type_supports()
             self._warm = True
         self.c = c
+
+    # parameters of rclpy itself or of the middleware, which a params file may carry for this node
+    FOREIGN_PARAMS = ("use_sim_time", "qos_overrides.", "start_type_description_service")
+
+    def _warn_unknown_parameters(self):
+        """A params file's keys this node does not declare (a typo: `k_gain`, `watchdog_timout`) are
+        dropped by rclpy in silence: a WARN each at configure, with the nearest known names."""
+        import difflib
+        overrides = getattr(self, "_parameter_overrides", {}) or {}
+        known = list(self._specs)
+        for name in sorted(overrides):
+            if name in self._specs or name.startswith(self.FOREIGN_PARAMS):
+                continue
+            near = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+            hint = f"; did you mean {' or '.join(near)}?" if near else ""
+            self.counts["parameters.unknown"] += 1
+            self._log.warning(f"parameter {name!r} is not a parameter of this node: ignored{hint}")
 
     def _start_control_path(self):
         """Start the configured control thread (the real-time policy of rt_scope thread applied to
@@ -694,7 +724,7 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
         the safe ramp going (control-thread wake-ups) while a safe command has not reached its target."""
         c = self.c
         self._publish(tau, safe)
-        c.loop.sent(time.monotonic())
+        c.loop.sent(time.monotonic(), self._clock_handle.get_now().nanoseconds * 1e-9)
         if safe:
             c.safe_ramping = not c.loop.safe_reached
         return c.loop.safe_reached if safe else True

@@ -127,6 +127,13 @@ class ControllerServices:
             if err:
                 errors.append(err)
                 continue
+            if c is not None and not spec.live and p.name != "sensor_frame" and \
+                    v != self._p(p.name):
+                # read at configure (JointTrajectoryController's read-only parameters): a change now would
+                # be answered "successful" while the node goes on with the old value
+                errors.append(f"{p.name} is read at configure and the node is configured "
+                              f"({self.lifecycle_state}): deactivate, cleanup, set it, configure again")
+                continue
             if c is not None and p.name in LOOP_PARAM_NAMES and (spec.live or p.name == "sensor_frame"):
                 loop_updates[p.name] = v
         if errors:
