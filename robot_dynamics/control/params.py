@@ -70,11 +70,12 @@ LOOP_PARAMS = [
          "both backends and every algorithm, read at configure; not set: the model's (none)", "per_joint"),
     Spec("effort_scale", 1.0, "fraction (0, 1] of the effort limits actually allowed", "positive", live=True),
     Spec("torque_rate_limit", 1000.0, "largest torque change per second [N m/s]", "positive", live=True),
-    Spec("setpoint_shaping", True, "joint laws: a set-point (a JointReference without velocity or "
-         "acceleration, ~/target_joint_state) is approached on a rest-to-rest quintic whose speed keeps the "
-         "law's torque change within half the torque-rate limit (and the joints within their velocity "
-         "limits), instead of being stepped to: a step never saturates the rate limit, which would add "
-         "lag inside the loop and can turn a stable law into a limit cycle; false: stepped to", live=True),
+    Spec("setpoint_shaping", True, "a joint set-point (~/target_joint_state: no velocity) is approached on a "
+         "rest-to-rest quintic whose speed keeps the law's torque change within half the torque-rate limit "
+         "and the joints within 0.8 x their velocity limits; a Cartesian pose step the rate limit would not "
+         "pass in 10 ms is approached likewise (streamed paths are followed as sent): a step never "
+         "saturates the rate limit, whose lag inside the loop can turn a stable law into a limit cycle; "
+         "false: stepped to", live=True),
     Spec("ramp_time", 0.5, "torque ramp from zero on activation and after a watchdog trip [s]", "nonneg",
          live=True),
     Spec("position_margin", 0.0, "distance to a position limit where a repulsive torque starts "
