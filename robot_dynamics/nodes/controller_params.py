@@ -139,7 +139,14 @@ TOPICS = [
      "torque command in `joints` order"),
     ("pub", "~/joint_command", "sensor_msgs/JointState", "the same command as efforts (publish_joint_command)"),
     ("pub", "~/state", "sensor_msgs/JointState",
-     "controller state: position = reference, velocity = error, effort = command"),
+     "controller state: position = reference, velocity = error, effort = command (every law: the command per "
+     "joint, for plotting beside the joint states; the Cartesian law's pose and error are on the three "
+     "topics below)"),
+    ("pub", "~/current_pose, ~/desired_pose", "geometry_msgs/PoseStamped",
+     "cartesian_impedance: the controlled frame's pose and the reference, base frame, stamped like the command, "
+     "while subscribed (not while the safe command is out)"),
+    ("pub", "~/pose_error", "geometry_msgs/TwistStamped",
+     "cartesian_impedance: linear p_d - p [m], angular log3(R_d R^T) [rad], base axes, the same"),
     ('pub', '~/external_wrench', 'geometry_msgs/WrenchStamped',
      "observer.enabled: the momentum observer's estimate of the wrench the environment exerts at `observer.frame` (frame_id), about its origin, in its axes; stamp = the control step's; at observer.publish_rate"),
     ('pub', '~/external_torque', 'sensor_msgs/JointState',
