@@ -357,6 +357,53 @@ class ControlLoop:
             d["command_period"] = self.period
         return d
 
+    GAIN_OMEGA_DT = 0.5            # a live gain's natural frequency x the control period at most this
+    MIN_DAMPING_RATIO = 0.1        # a live damping ratio at least this (a spring without damping, one
+                                   # cycle late, is unstable at any stiffness)
+
+    def _gain_problem(self):
+        """'' or why the law's gains (just changed live) are more than the sampling and the arm's inertia
+        allow at the last valid q: a stiffness k on an inertia m oscillates at sqrt(k / m); at more than
+        GAIN_OMEGA_DT / period rad/s a 1 kHz loop with one cycle of delay is near its stability edge
+        (joint impedance: k_j <= (GAIN_OMEGA_DT / period)^2 M_jj; computed torque: kp_j <= (GAIN_OMEGA_DT /
+        period)^2; Cartesian impedance: k_pos <= the same x the smallest translational task-space
+        inertia, k_rot the rotational one), and a damping ratio below MIN_DAMPING_RATIO."""
+        law = self.law
+        w2 = (self.GAIN_OMEGA_DT / self.period) ** 2
+        names = self.model.joint_names
+        p = law.params
+        how = f"(GAIN_OMEGA_DT {self.GAIN_OMEGA_DT} / period {self.period:g} s)^2"
+        for key, given in (("damping_ratio", "d_gains"), ("task.damping_ratio", None), ("zeta", "kd")):
+            z = p.get(key)
+            if z is not None and z < self.MIN_DAMPING_RATIO and (given is None or p.get(given) is None):
+                return (f"{self.law_name}.{key}: {z:g} is below {self.MIN_DAMPING_RATIO} (an undamped spring one "
+                        "cycle late is unstable): refused")
+        M = np.asarray(self.gravity_backend.mass_matrix(self.q), dtype=float)
+        if hasattr(law, "kp"):
+            bad = np.flatnonzero(law.kp > w2)
+            if bad.size:
+                j = int(bad[0])
+                return (f"computed_torque.kp: {law.kp[j]:g} on {names[j]} is above {w2:g} 1/s^2 = {how}: "
+                        "refused")
+        elif hasattr(law, "k") and not hasattr(law, "K"):
+            m = np.diagonal(M)
+            bad = np.flatnonzero(np.asarray(law.k) > w2 * m)
+            if bad.size:
+                j = int(bad[0])
+                return (f"joint_impedance.k_gains: {law.k[j]:g} N m/rad on {names[j]} is above its bound "
+                        f"{w2 * m[j]:.4g} = M_jj {m[j]:.4g} kg m^2 x {how} at the current pose: refused")
+        elif hasattr(law, "K"):
+            J = np.asarray(self.gravity_backend.frame_jacobian(self.q, law.frame, "local_world_aligned"))
+            Minv_Jt = np.linalg.solve(M, J.T)
+            for rows, what, unit in ((slice(0, 3), "pos", "N/m"), (slice(3, 6), "rot", "N m/rad")):
+                A = J[rows] @ Minv_Jt[:, rows]                 # the inverse task-space inertia block
+                lam = 1.0 / max(float(np.linalg.eigvalsh(A).max()), 1e-300)
+                k = float(np.max(law.K[rows]))
+                if k > w2 * lam:
+                    return (f"cartesian_impedance.task.k_{what}_*: {k:g} {unit} is above its bound {w2 * lam:.4g} "
+                            f"= the smallest task-space inertia {lam:.4g} x {how} at the current pose: refused")
+        return ""
+
     def set_params(self, params):
         """Live changes {name: value} (per-joint values in `joints` order).  All-or-nothing: on any bad
         value nothing changes.  Keys of other laws are validated only; keys that are not loop
@@ -408,7 +455,12 @@ class ControlLoop:
             if law_updates:
                 tank = self.tank.capacity > 0 and any(k in law_updates for k in self._tank_keys)
                 k_now = self._stiffness() if tank else None
+                old_law = self.law.params
                 self.law.set_params(law_updates)               # validated whole
+                problem = self._gain_problem()
+                if problem:
+                    self.law.set_params(old_law)
+                    raise ValueError(problem)
                 if tank:                                       # the stiffness: through the tank
                     self.tank.target = self._stiffness()
                     self._set_stiffness(k_now)
