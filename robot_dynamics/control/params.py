@@ -249,7 +249,12 @@ LAW_KEYS = {
     "friction_compensation": ("bool", "add the friction model below"),
     "friction_viscous": ("per_joint", "viscous friction [N m s/rad]"),
     "friction_coulomb": ("per_joint", "Coulomb friction [N m]"),
-    "friction_smoothing": ("positive", "tanh smoothing velocity of the Coulomb term [rad/s]"),
+    "friction_smoothing": ("positive", "tanh smoothing velocity of the Coulomb term [rad/s] where "
+                                       "friction_velocity_scale is 0 (files written before it was identified)"),
+    "friction_velocity_scale": ("per_joint", "identified velocity scale vs of the Coulomb term fc tanh(v / vs) "
+                                             "[rad/s] per joint; 0: friction_smoothing"),
+    "friction_band_margin": ("positive", "the compensation's tanh band is this (>= 1) times the model's: at most "
+                                         "the identified friction at every speed, 1 / margin of it near rest"),
     "friction_offset": ("per_joint_any", "constant torque offset [N m] (any sign)"),
     "friction_scale": ("double", "fraction [0, 1] of the friction model compensated"),
     "kp": ("per_joint", "position gain [1/s^2]; not set: omega^2"),
