@@ -68,6 +68,7 @@ class DynamicsRun:
         self.restore_pending = False
         self.path = None
         self.gaps = ""
+        self.bands = idn.FRICTION_BAND
 
     # ------------------------------------------------------------------ start
     def start(self, now, t):
@@ -101,6 +102,7 @@ class DynamicsRun:
         self.T_val = 2 * np.pi / val[3]
         self.t0 = t
         self.rec = []                                   # (t, q, tau) per control cycle
+        self._g_applied = None                          # g(q) at the state the held command was sent at
         self.phase = "excite"
         self.loop._log("info", f"dynamics identification: excitation started (condition number {exc[4]:.1f}, "
                                f"{self.T_id:.1f} s + {self.T_val:.1f} s validation)")
@@ -161,7 +163,12 @@ class DynamicsRun:
         if not self.rec or ts > self.rec[-1][0]:
             tau = loop.effort.copy() if self.measured else loop.tau.copy()     # the command held since
             if not self.measured and self.adds_gravity:                      # the last step
-                tau += loop.gravity_backend.gravity(loop.q)
+                # the driver added g at the state the command was applied at (the previous step's),
+                # not at this one, which the held period led to (issue 43: paired here, joint 2's fv
+                # came out 47 % low)
+                g_now = loop.gravity_backend.gravity(loop.q).copy()
+                tau += self._g_applied if self._g_applied is not None else g_now
+                self._g_applied = g_now
             self.rec.append((ts, loop.q.copy(), tau))
         if te < self.T_id:
             ref = idn.fourier_trajectory(*self.exc[:4], np.array([te]))
@@ -211,6 +218,14 @@ class DynamicsRun:
             base = idn.base_parameters(m, inertial=self.inertial)
             prior = idn.prior_parameters(m, inertial=self.inertial)
             est = idn.solve(W, y, base, theta_prior=prior, mask=mask)
+            self.bands = idn.FRICTION_BAND
+            if p["fit_band"]:                  # the dry friction's velocity scale per joint, then again
+                self.bands, _ = idn.fit_bands(m, t, q, tau, inertial=self.inertial, est=est, valid=valid,
+                                              derivative_cutoff=p["derivative_cutoff"], cutoff=p["cutoff"],
+                                              band_min=p["band_min"])
+                kw["band"] = self.bands
+                W, y, mask = idn.dataset(m, t, q, tau, inertial=self.inertial, valid=valid, **kw)
+                est = idn.solve(W, y, base, theta_prior=prior, mask=mask)
             tv, qv, tauv, vv = self._grid(s0 + self.T_id, s0 + self.T_id + self.T_val)
             kw["v_min"] = -1.0                        # the validation: every row but those near a gap
             Wj, yj, mj = idn.dataset(m, tv, qv, tauv, inertial=False, valid=vv, **kw)   # tau - URDF model
@@ -231,7 +246,7 @@ class DynamicsRun:
             return
         self.estimate = est
         self.validation = {"rms_urdf": before, "rms_identified": after}
-        self.params, self.notes = idn.controller_params(est, m, self.loop.joints, scale=p["scale"])
+        self.params, self.notes = idn.controller_params(est, m, self.loop.joints, scale=p["scale"], band=self.bands)
         message = self.result_text()
         if p["output"]:
             try:

@@ -149,6 +149,10 @@ LOOP_PARAMS = [
          live=True),
     Spec("dynamics_id.v_min", 0.03, "a joint's rows near its velocity reversals (|v| below this) are left out "
          "[rad/s]", "nonneg", live=True),
+    Spec("dynamics_id.fit_band", True, "identify each joint's dry-friction velocity scale vs (fc tanh(v / vs)) "
+         "from the same run and write it as friction_velocity_scale; false: the fixed 0.01 rad/s band", live=True),
+    Spec("dynamics_id.band_min", 0.002, "the smallest vs written [rad/s]: keep it above the joint velocity "
+         "noise (a narrower band chatters; a wider one only compensates less)", "positive", live=True),
     Spec("dynamics_id.scale", 1.0, "friction_scale written with the result (the fraction compensated)",
          "nonneg", live=True),
     Spec("dynamics_id.max_gap", 0.005, "a gap in the recorded states longer than this [s] (states the loop did "
