@@ -282,6 +282,8 @@ COMMON_DEFAULTS = {
     "friction_smoothing": 0.01,     # rad/s: tau_c = f_c tanh(v / smoothing) where no velocity scale is set
     "friction_velocity_scale": 0.0,  # rad/s per joint: the identified vs of f_c tanh(v / vs); 0: smoothing
     "friction_band_margin": 2.0,    # >= 1: the compensation's band is this x the model's (control/friction.py)
+    "friction_stiction": 0.0,       # [0, 0.5]: at rest, this x f_c along the law's pull (control/friction.py)
+    "friction_stiction_torque": 0.05,  # N m: the pull at which that reaches 76 % (tanh scale)
     "friction_offset": 0.0,         # N m per joint, any sign (dynamics.identification's `off`)
     "friction_scale": 1.0,          # [0, 1]: the fraction of the model compensated
 }
@@ -339,6 +341,9 @@ class ControlLaw:
         p["friction_offset"] = check_vector("friction_offset", p["friction_offset"], n, lo=None)
         p["friction_velocity_scale"] = check_vector("friction_velocity_scale", p["friction_velocity_scale"], n)
         p["friction_band_margin"] = check_scalar("friction_band_margin", p["friction_band_margin"], 1.0, hi=1e6)
+        p["friction_stiction"] = check_scalar("friction_stiction", p["friction_stiction"], 0.0, hi=0.5)
+        p["friction_stiction_torque"] = check_scalar("friction_stiction_torque", p["friction_stiction_torque"], 0.0,
+                                                     lo_open=True, hi=1e6)
         p["friction_scale"] = check_scalar("friction_scale", p["friction_scale"], 0.0)
         if p["friction_scale"] > 1.0:
             raise ValueError(f"friction_scale: {p['friction_scale']} must be within [0, 1]")
@@ -389,12 +394,18 @@ class ControlLaw:
             self.info.error = np.full_like(self.info.error, np.nan)
             self.info.status = "nonfinite state"
             return None, None
+        self._q_last = q
         return q, v
 
     def _add_friction(self, tau, v):
         """tau += the friction compensation (control/friction.py: at most the identified model at
         every speed) when friction_compensation is on."""
-        return self.friction.add(tau, v)
+        fr = self.friction
+        if fr.active and fr.stiction > 0.0:        # the law's own torque, gravity left out: its pull
+            fr.pull[:] = tau
+            if self.gravity_enabled:
+                fr.pull -= self._g(self._q_last)
+        return fr.add(tau, v)
 
     def friction_torque(self, v):
         """The friction compensation alone, as added (for tests and plots)."""

@@ -51,6 +51,8 @@ class DynamicsRun:
         for key in ("period", "acc_max", "vel_frac", "cutoff"):
             if not p[key] > 0:
                 raise ValueError(f"dynamics_id.{key}: {p[key]} must be > 0")
+        if not 0 <= p.get("stiction", 0.0) <= 0.5:
+            raise ValueError(f"dynamics_id.stiction: {p['stiction']} must be within [0, 0.5]")
         if not 0 < p["vel_frac"] <= 1:
             raise ValueError(f"dynamics_id.vel_frac: {p['vel_frac']} must be in (0, 1]")
         for key in ("periods", "harmonics"):
@@ -246,7 +248,8 @@ class DynamicsRun:
             return
         self.estimate = est
         self.validation = {"rms_urdf": before, "rms_identified": after}
-        self.params, self.notes = idn.controller_params(est, m, self.loop.joints, scale=p["scale"], band=self.bands)
+        self.params, self.notes = idn.controller_params(est, m, self.loop.joints, scale=p["scale"], band=self.bands,
+                                                        stiction=p["stiction"])
         message = self.result_text()
         if p["output"]:
             try:

@@ -26,13 +26,29 @@ margin at 1 and a plant that rises more slowly than the model, the band near res
 the joint creeps or chatters (issue 43: the wrist creeping at 0.019 rad/s on MuJoCo's default
 softness with the fixed 0.01 rad/s band).  The offset is not friction (a constant torque, bias) and is
 compensated as identified.
+
+Stiction at rest (`friction_stiction` k in [0, 0.5], default 0; the identification writes 0.05): a
+velocity-sign model gives nothing at rest (tanh(0) = 0), so an arm released after a push stops where
+the law's spring no longer beats the static friction (1.2 mm at the flange on the sharp MuJoCo plant,
+k 450 N/m).  At rest the dry term gets k fc along the law's own pull p (its torque with gravity left
+out: the spring and damper's, the posture's), fading as the joint slides:
+
+    fc [tanh(x) + k (1 - tanh(x)^2) tanh(p / p0)],     x = v / (m vs),  p0 = friction_stiction_torque
+
+which is at most fc in size (k <= 0.5).  It is not identified: a fixed fraction of the identified fc
+(a presliding state, Dahl's or LuGre's, holds the friction at rest but does not tell which way the law
+wants the arm to go, which is what breaks it free).  It does work only in the direction the law pulls,
+toward the law's equilibrium, and vanishes there (p -> 0); a push held against the law meets it as
+k fc more friction (the single-push stiffness on MuJoCo's soft friction: +4.4 % at 0.05, +5.3 % at
+0.1; 0.03 did not break the sharp plant free).  Measured in test_friction.py and bench/friction_push.py.
 """
 import numpy as np
 
 
 class FrictionCompensation:
     """c(v) as above.  Built from the flat law parameters; `add(tau, v)` in place on the control
-    path (preallocated), `torque(v)` and `model(v)` for tests and plots."""
+    path (the law sets `pull` first when stiction is on), `torque(v)` (without the stiction term)
+    and `model(v)` for tests and plots."""
 
     def __init__(self, n):
         self.n = n
@@ -45,10 +61,14 @@ class FrictionCompensation:
         self._inv_band = np.zeros(n)          # 1 / (m vs)
         self._fv, self._fc, self._fo = np.zeros(n), np.zeros(n), np.zeros(n)
         self._tmp = np.zeros(n)
+        self.stiction, self.pull_scale = 0.0, 0.05
+        self.pull = np.zeros(n)               # the law's torque without gravity (set by the law)
+        self._w = np.zeros(n)
 
     def set(self, p):
         """From the validated flat parameters: friction_compensation, _viscous, _coulomb,
-        _smoothing (scalar), _velocity_scale (per joint; 0 = _smoothing), _offset, _scale, _band_margin."""
+        _smoothing (scalar), _velocity_scale (per joint; 0 = _smoothing), _offset, _scale, _band_margin,
+        _stiction, _stiction_torque."""
         vs = np.asarray(p["friction_velocity_scale"], float)
         self.vs = np.where(vs > 0.0, vs, float(p["friction_smoothing"]))
         self.fv = np.asarray(p["friction_viscous"], float)
@@ -58,6 +78,7 @@ class FrictionCompensation:
         k = self.scale
         self._fv, self._fc, self._fo = k * self.fv, k * self.fc, k * self.off
         self._inv_band = 1.0 / (self.margin * self.vs)
+        self.stiction, self.pull_scale = float(p["friction_stiction"]), float(p["friction_stiction_torque"])
         self.active = bool(p["friction_compensation"]) and bool(np.any(self._fv) or np.any(self._fc) or np.any(self._fo))
 
     def add(self, tau, v):
@@ -66,6 +87,13 @@ class FrictionCompensation:
             t = self._tmp
             np.multiply(v, self._inv_band, out=t)
             np.tanh(t, out=t)
+            if self.stiction > 0.0:          # at rest (w = sech^2 -> 1) k fc along the law's pull
+                w = self._w
+                np.multiply(t, t, out=w)
+                np.subtract(1.0, w, out=w)
+                w *= np.tanh(self.pull / self.pull_scale)
+                w *= self.stiction
+                t += w
             t *= self._fc
             tau += t
             tau += self._fv * v

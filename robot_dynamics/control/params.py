@@ -153,6 +153,7 @@ LOOP_PARAMS = [
          "from the same run and write it as friction_velocity_scale; false: the fixed 0.01 rad/s band", live=True),
     Spec("dynamics_id.band_min", 0.002, "the smallest vs written [rad/s]: keep it above the joint velocity "
          "noise (a narrower band chatters; a wider one only compensates less)", "positive", live=True),
+    Spec("dynamics_id.stiction", 0.05, "friction_stiction written with the result (0: none)", "nonneg", live=True),
     Spec("dynamics_id.scale", 1.0, "friction_scale written with the result (the fraction compensated)",
          "nonneg", live=True),
     Spec("dynamics_id.max_gap", 0.005, "a gap in the recorded states longer than this [s] (states the loop did "
@@ -259,6 +260,10 @@ LAW_KEYS = {
                                              "[rad/s] per joint; 0: friction_smoothing"),
     "friction_band_margin": ("positive", "the compensation's tanh band is this (>= 1) times the model's: at most "
                                          "the identified friction at every speed, 1 / margin of it near rest"),
+    "friction_stiction": ("double", "at rest, this fraction [0, 0.5] of friction_coulomb along the law's own pull "
+                                    "(its torque without gravity), fading as the joint slides: the breakaway a "
+                                    "velocity-sign model does not give (0: off)"),
+    "friction_stiction_torque": ("positive", "the law's pull [N m] at which friction_stiction reaches 76 % (tanh)"),
     "friction_offset": ("per_joint_any", "constant torque offset [N m] (any sign)"),
     "friction_scale": ("double", "fraction [0, 1] of the friction model compensated"),
     "kp": ("per_joint", "position gain [1/s^2]; not set: omega^2"),

@@ -275,12 +275,12 @@ def consistency(model, theta, inertial=True):
 
 def controller_params(est, model, joints=None, laws=("gravity_compensation", "computed_torque",
                                                    "joint_impedance", "cartesian_impedance"),
-                      band=FRICTION_BAND, scale=1.0):
+                      band=FRICTION_BAND, scale=1.0, stiction=None):
     """The controller parameters that apply an identification (a flat dict, `joints` order): the
     friction model of every law in `laws` (`<law>.friction_compensation` true, `_viscous`,
     `_coulomb`, `_offset`, `_scale`, `_smoothing` = FRICTION_BAND and `_velocity_scale` = band, per
     joint in model order when it was identified (fit_bands), a scalar written as `_smoothing` alone
-    as before) and `armature`.  A joint term the data did
+    as before, `_stiction` when given) and `armature`.  A joint term the data did
     not identify alone (regrouped, e.g. the first joint's Ia with its link's Izz when the inertials
     were identified too) or found negative is written as 0 and listed in `notes` (returned second)."""
     joints = list(joints or model.joint_names)
@@ -303,6 +303,8 @@ def controller_params(est, model, joints=None, laws=("gravity_compensation", "co
                     f"{law}.friction_coulomb": vals["fc"].tolist(), f"{law}.friction_offset": vals["off"].tolist(),
                     f"{law}.friction_smoothing": float(FRICTION_BAND if per_joint else band),
                     f"{law}.friction_scale": float(scale)})
+        if stiction is not None:
+            out[f"{law}.friction_stiction"] = float(stiction)
         if per_joint:
             out[f"{law}.friction_velocity_scale"] = [float(x) for x in np.asarray(band, float)[idx]]
     return out, notes
