@@ -321,7 +321,8 @@ class DynamicsRun:
                 return np.array2string(100.0 * np.asarray(sd) / np.abs(val), precision=1, suppress_small=True)
         v = self.validation
         ratio = np.max(v["rms_identified"] / np.maximum(v["rms_urdf"], 1e-12))
-        return (f"Ia {f(terms['Ia'][0])} kg m^2, fv {f(terms['fv'][0])} N m s/rad, fc {f(terms['fc'][0])} N m, "
+        vs = f"vs {np.array2string(np.asarray(self.bands), precision=4)} rad/s, " if np.ndim(self.bands) else ""
+        return (f"Ia {f(terms['Ia'][0])} kg m^2, fv {f(terms['fv'][0])} N m s/rad, fc {f(terms['fc'][0])} N m, {vs}"
                 f"offset {f(terms['off'][0])} N m (model order); relative std [%] Ia {g(terms['Ia'])}, "
                 f"fv {g(terms['fv'])}, fc {g(terms['fc'])}; validation torque RMS {f(v['rms_identified'])} "
                 f"N m against {f(v['rms_urdf'])} with the URDF alone (worst ratio {ratio:.2f}); "
