@@ -309,6 +309,7 @@ class ControlLaw:
             self.pm, self.pdata = backend.pm, backend.data
         self._tau = np.zeros(self.nv)
         self.friction = FrictionCompensation(self.nv)
+        self._q_last = np.zeros(model.nq)              # the state's q, for the stiction term's g(q)
         self._il = np.tril_indices(self.nv, -1)
         self.continuous = continuous_mask(model)      # None or a mask: errors wrapped to [-pi, pi)
         self._params = {}

@@ -167,7 +167,7 @@ class DynamicsRun:
             if not self.measured and self.adds_gravity:                      # the last step
                 # the driver added g at the state the command was applied at (the previous step's),
                 # not at this one, which the held period led to (issue 43: paired here, joint 2's fv
-                # came out 47 % low)
+                # came out 19 % low in test_friction.py, 47 % in the issue's simulation)
                 g_now = loop.gravity_backend.gravity(loop.q).copy()
                 tau += self._g_applied if self._g_applied is not None else g_now
                 self._g_applied = g_now

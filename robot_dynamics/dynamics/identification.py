@@ -7,7 +7,7 @@ inverse dynamic model is linear in the parameters,
     theta = [pi (10 per body, `regressor.inertial_parameters` order) | Ia | fv | fc | off]  (per joint)
 
 with s(v) = tanh(v / band) a smooth sign (Coulomb friction; `band` [rad/s] the velocity below which
-it fades, FRICTION_BAND), Ia the rotor (armature) inertia seen at the joint, fv viscous, fc Coulomb
+it fades: FRICTION_BAND, or per joint as `fit_bands` identifies it from the same data), Ia the rotor (armature) inertia seen at the joint, fv viscous, fc Coulomb
 friction and off a constant torque offset (sensor bias, cable).  Either all of theta is estimated
 (`inertial=True`), or the inertial parameters are taken from the model and only the joint terms are
 fitted to tau - RNEA_model (`inertial=False`: each joint's four terms from its own torque, what a user
