@@ -59,6 +59,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--bands", type=float, nargs="*", default=[0.01],
                     help="fixed friction_smoothing bands [rad/s] at full size (as before issue 43) to compare")
+    ap.add_argument("--margins", type=float, nargs="*", default=[],
+                    help="other friction_band_margin values to compare with the file as written")
     args = ap.parse_args()
     import rclpy
     rclpy.init()
@@ -69,6 +71,8 @@ def main():
             ci = identified_params(p, "cartesian_impedance")
             rows = [("URDF alone", {}), ("identified file as written", ci),
                     ("the same, friction_stiction 0", {**ci, "cartesian_impedance.friction_stiction": 0.0})]
+            for m in args.margins:
+                rows.append((f"the file, friction_band_margin {m}", {**ci, "cartesian_impedance.friction_band_margin": m}))
             for band in args.bands:         # the fixed band at full size, as before issue 43
                 prm = {**ci, "cartesian_impedance.friction_smoothing": band,
                        "cartesian_impedance.friction_velocity_scale": [0.0] * 7,

@@ -281,7 +281,7 @@ COMMON_DEFAULTS = {
     "friction_coulomb": 0.0,        # N m per joint
     "friction_smoothing": 0.01,     # rad/s: tau_c = f_c tanh(v / smoothing) where no velocity scale is set
     "friction_velocity_scale": 0.0,  # rad/s per joint: the identified vs of f_c tanh(v / vs); 0: smoothing
-    "friction_band_margin": 2.0,    # >= 1: the compensation's band is this x the model's (control/friction.py)
+    "friction_band_margin": 1.5,    # >= 1: the compensation's band is this x the model's (control/friction.py)
     "friction_stiction": 0.0,       # [0, 0.5]: at rest, this x f_c along the law's pull (control/friction.py)
     "friction_stiction_torque": 0.05,  # N m: the pull at which that reaches 76 % (tanh scale)
     "friction_offset": 0.0,         # N m per joint, any sign (dynamics.identification's `off`)

@@ -10,21 +10,25 @@ rises (`friction_velocity_scale`, per joint, identified from the same run; 0 or 
 
 The compensation each law adds is
 
-    c(v) = s (fv v + fc tanh(v / (m vs)) + off),     s = friction_scale in [0, 1],  m = friction_band_margin >= 1
+    c(v) = s (fv v + fc sat(v) + off),   sat(v) = sign(v) min(|x| / m, |tanh x|),  x = v / vs,
+    s = friction_scale in [0, 1],  m = friction_band_margin >= 1
 
-Why it cannot inject energy (passive with respect to the identified friction): the joint's net
-friction torque on the arm is c(v) - f(v).  With s <= 1 and m >= 1, for every v of either sign
-v (fv v + fc tanh(v / (m vs))) s <= v (fv v + fc tanh(v / vs)) (tanh(x / m) <= tanh(x) for x >= 0), so
-the friction left, f - c, still takes power out of every joint as long as the plant's friction is at
-least the model's: the compensated joint stays dissipative.  The margin says how far the plant may fall
-short of the model near rest: the compensated dry friction is tanh(x / m) / tanh(x) of the model's,
-1 / m at rest (x = v / vs -> 0), 0.76 m / m ... to 1 at |v| >> m vs; with m = 2 (the default) a plant
-whose dry friction rises up to twice as slowly as the identified tanh (MuJoCo's soft friction loss is a
-saturated ramp, min(fc, b v), steeper at zero than a tanh with the same area and ~1.3 x the fitted
-curve's initial slope on the data we have) keeps positive damping at every speed.  With the scale or
-margin at 1 and a plant that rises more slowly than the model, the band near rest is negative damping:
-the joint creeps or chatters (issue 43: the wrist creeping at 0.019 rad/s on MuJoCo's default
-softness with the fixed 0.01 rad/s band).  The offset is not friction (a constant torque, bias) and is
+the model's dry friction wherever it has risen past the line fc |x| / m (|x| > 1.3 at m = 1.5), that
+line below: near rest its slope is 1 / m of the model's.  Why it cannot inject energy (passive with
+respect to the identified friction): the joint's net friction torque on the arm is c(v) - f(v); with
+s <= 1 and |sat| <= |tanh x| of the same sign, v c(v) <= v f(v) at every v, so the friction left,
+f - c, still takes power out of every joint as long as the plant's friction is at least the model's:
+the compensated joint stays dissipative.  The margin is for the plant falling short of the model near
+rest: a plant's dry friction rarely has the tanh's shape there (MuJoCo's friction loss is a saturated
+ramp min(fc, b v); the best-fitting tanh is 1.2-1.3 x steeper at zero), and wherever the
+compensation's slope exceeds the plant's by more than the law's own damping the joint has negative
+damping: it creeps in a limit cycle.  Measured on the MuJoCo Panda of test/friction_rig.py with its
+default (soft) friction loss, the identified vs and the Cartesian push (bench/friction_push.py): m = 1
+kept a joint cycling at 4.8e-3 rad/s, 1.25 at 3.2e-3; 1.5 (the default) settled below 2e-4; the fixed
+0.01 rad/s band at m = 1 (before issue 43) cycled at 0.076.  The full model beyond the line matters
+where the plant's ramp is steep: on franky-sim, tanh(x / 1.5) in its place (less compensation between
+rest and a few vs) left the F -> 2F stiffness 15 % soft, m = 1 within 1 %.
+The offset is not friction (a constant torque, bias) and is
 compensated as identified.
 
 Stiction at rest (`friction_stiction` k in [0, 0.5], default 0; the identification writes 0.05): a
@@ -33,14 +37,15 @@ the law's spring no longer beats the static friction (1.2 mm at the flange on th
 k 450 N/m).  At rest the dry term gets k fc along the law's own pull p (its torque with gravity left
 out: the spring and damper's, the posture's), fading as the joint slides:
 
-    fc [tanh(x) + k (1 - tanh(x)^2) tanh(p / p0)],     x = v / (m vs),  p0 = friction_stiction_torque
+    fc [sat(v) + k (1 - sat(v)^2) tanh(p / p0)],     p0 = friction_stiction_torque
 
 which is at most fc in size (k <= 0.5).  It is not identified: a fixed fraction of the identified fc
 (a presliding state, Dahl's or LuGre's, holds the friction at rest but does not tell which way the law
 wants the arm to go, which is what breaks it free).  It does work only in the direction the law pulls,
 toward the law's equilibrium, and vanishes there (p -> 0); a push held against the law meets it as
-k fc more friction (the single-push stiffness on MuJoCo's soft friction: +4.4 % at 0.05, +5.3 % at
-0.1; 0.03 did not break the sharp plant free).  Measured in test_friction.py and bench/friction_push.py.
+k fc more friction (the single-push stiffness on MuJoCo's soft friction: 455 N/m without, 459 at
+0.05, 462 at 0.1, 470 at 0.2 for k 450; on the sharp plant 0.03 already brought the arm back within
+0.09 mm, 1.21 mm without).  Measured in test_friction.py and bench/friction_push.py.
 """
 import numpy as np
 
@@ -58,7 +63,7 @@ class FrictionCompensation:
         self.vs = np.full(n, 0.01)            # the model's velocity scale
         self.off = np.zeros(n)
         self.scale, self.margin = 1.0, 1.0
-        self._inv_band = np.zeros(n)          # 1 / (m vs)
+        self._inv_vs, self._inv_m = np.zeros(n), 1.0
         self._fv, self._fc, self._fo = np.zeros(n), np.zeros(n), np.zeros(n)
         self._tmp = np.zeros(n)
         self.stiction, self.pull_scale = 0.0, 0.05
@@ -77,18 +82,20 @@ class FrictionCompensation:
         self.scale, self.margin = float(p["friction_scale"]), float(p["friction_band_margin"])
         k = self.scale
         self._fv, self._fc, self._fo = k * self.fv, k * self.fc, k * self.off
-        self._inv_band = 1.0 / (self.margin * self.vs)
+        self._inv_vs, self._inv_m = 1.0 / self.vs, 1.0 / self.margin
         self.stiction, self.pull_scale = float(p["friction_stiction"]), float(p["friction_stiction_torque"])
         self.active = bool(p["friction_compensation"]) and bool(np.any(self._fv) or np.any(self._fc) or np.any(self._fo))
 
     def add(self, tau, v):
         """tau += c(v) (when active)."""
         if self.active:
-            t = self._tmp
-            np.multiply(v, self._inv_band, out=t)
-            np.tanh(t, out=t)
-            if self.stiction > 0.0:          # at rest (w = sech^2 -> 1) k fc along the law's pull
-                w = self._w
+            t, w = self._tmp, self._w
+            np.multiply(v, self._inv_vs, out=t)          # x = v / vs
+            np.tanh(t, out=w)
+            np.abs(w, out=w)                             # |tanh x|
+            t *= self._inv_m                             # x / m
+            np.clip(t, -w, w, out=t)                     # sign(v) min(|x| / m, |tanh x|)
+            if self.stiction > 0.0:          # at rest (1 - sat^2 -> 1) k fc along the law's pull
                 np.multiply(t, t, out=w)
                 np.subtract(1.0, w, out=w)
                 w *= np.tanh(self.pull / self.pull_scale)
@@ -101,9 +108,11 @@ class FrictionCompensation:
         return tau
 
     def torque(self, v):
-        """c(v): what the law adds when friction_compensation is on."""
+        """c(v) without the stiction term: what the law adds when friction_compensation is on."""
         v = np.asarray(v, dtype=float)
-        return self._fv * v + self._fc * np.tanh(v * self._inv_band) + self._fo
+        x = v * self._inv_vs
+        a = np.abs(np.tanh(x))
+        return self._fv * v + self._fc * np.clip(x * self._inv_m, -a, a) + self._fo
 
     def model(self, v):
         """f(v): the identified model the compensation is bounded by."""
