@@ -108,11 +108,19 @@ class FrictionCompensation:
         return tau
 
     def torque(self, v):
-        """c(v) without the stiction term: what the law adds when friction_compensation is on."""
+        """c(v) without the stiction term, through add() (the control path's own code): what the law
+        adds when friction_compensation is on.  v (..., n)."""
         v = np.asarray(v, dtype=float)
-        x = v * self._inv_vs
-        a = np.abs(np.tanh(x))
-        return self._fv * v + self._fc * np.clip(x * self._inv_m, -a, a) + self._fo
+        out = np.zeros(np.broadcast_shapes(v.shape, (self.n,)))
+        vb = np.broadcast_to(v, out.shape)
+        active, stiction = self.active, self.stiction
+        self.active, self.stiction = True, 0.0
+        try:
+            for idx in np.ndindex(out.shape[:-1]):
+                self.add(out[idx], np.ascontiguousarray(vb[idx]))
+        finally:
+            self.active, self.stiction = active, stiction
+        return out
 
     def model(self, v):
         """f(v): the identified model the compensation is bounded by."""
