@@ -26,8 +26,9 @@ damping: it creeps in a limit cycle.  Measured on the MuJoCo Panda of test/frict
 default (soft) friction loss, the identified vs and the Cartesian push (bench/friction_push.py): m = 1
 kept a joint cycling at 4.8e-3 rad/s, 1.25 at 3.2e-3; 1.5 (the default) settled below 2e-4; the fixed
 0.01 rad/s band at m = 1 (before issue 43) cycled at 0.076.  The full model beyond the line matters
-where the plant's ramp is steep: on franky-sim, tanh(x / 1.5) in its place (less compensation between
-rest and a few vs) left the F -> 2F stiffness 15 % soft, m = 1 within 1 %.
+where the plant's ramp is steep: on franky-sim (Cartesian k 300 N/m, bench/franka_push.py) the
+F -> 2F stiffness came out 297 N/m with this shape at m = 1.5, 254 with tanh(x / 1.5) in its place
+(less compensation between rest and a few vs), 303 at m = 1.
 The offset is not friction (a constant torque, bias) and is
 compensated as identified.
 
