@@ -92,10 +92,11 @@ class FrictionCompensation:
         if self.active:
             t, w = self._tmp, self._w
             np.multiply(v, self._inv_vs, out=t)          # x = v / vs
-            np.tanh(t, out=w)
-            np.abs(w, out=w)                             # |tanh x|
-            t *= self._inv_m                             # x / m
-            np.clip(t, -w, w, out=t)                     # sign(v) min(|x| / m, |tanh x|)
+            np.abs(t, out=t)
+            np.tanh(t, out=w)                            # |tanh x|
+            t *= self._inv_m                             # |x| / m
+            np.minimum(t, w, out=t)
+            np.copysign(t, v, out=t)                     # sign(v) min(|x| / m, |tanh x|)
             if self.stiction > 0.0:          # at rest (1 - sat^2 -> 1) k fc along the law's pull
                 np.multiply(t, t, out=w)
                 np.subtract(1.0, w, out=w)
