@@ -155,6 +155,11 @@ LOOP_PARAMS = [
          live=True),
     Spec("dynamics_id.v_min", 0.03, "a joint's rows near its velocity reversals (|v| below this) are left out "
          "[rad/s]", "nonneg", live=True),
+    Spec("dynamics_id.fit_band", True, "identify each joint's dry-friction velocity scale vs (fc tanh(v / vs)) "
+         "from the same run and write it as friction_velocity_scale; false: the fixed 0.01 rad/s band", live=True),
+    Spec("dynamics_id.band_min", 0.002, "the smallest vs written [rad/s]: keep it above the joint velocity "
+         "noise (a narrower band chatters; a wider one only compensates less)", "positive", live=True),
+    Spec("dynamics_id.stiction", 0.05, "friction_stiction written with the result (0: none)", "nonneg", live=True),
     Spec("dynamics_id.scale", 1.0, "friction_scale written with the result (the fraction compensated)",
          "nonneg", live=True),
     Spec("dynamics_id.max_gap", 0.005, "a gap in the recorded states longer than this [s] (states the loop did "
@@ -258,7 +263,16 @@ LAW_KEYS = {
     "friction_compensation": ("bool", "add the friction model below"),
     "friction_viscous": ("per_joint", "viscous friction [N m s/rad]"),
     "friction_coulomb": ("per_joint", "Coulomb friction [N m]"),
-    "friction_smoothing": ("positive", "tanh smoothing velocity of the Coulomb term [rad/s]"),
+    "friction_smoothing": ("positive", "tanh smoothing velocity of the Coulomb term [rad/s] where "
+                                       "friction_velocity_scale is 0 (files written before it was identified)"),
+    "friction_velocity_scale": ("per_joint", "identified velocity scale vs of the Coulomb term fc tanh(v / vs) "
+                                             "[rad/s] per joint; 0: friction_smoothing"),
+    "friction_band_margin": ("positive", "the compensation's tanh band is this (>= 1) times the model's: at most "
+                                         "the identified friction at every speed, 1 / margin of it near rest"),
+    "friction_stiction": ("double", "at rest, this fraction [0, 0.5] of friction_coulomb along the law's own pull "
+                                    "(its torque without gravity), fading as the joint slides: the breakaway a "
+                                    "velocity-sign model does not give (0: off)"),
+    "friction_stiction_torque": ("positive", "the law's pull [N m] at which friction_stiction reaches 76 % (tanh)"),
     "friction_offset": ("per_joint_any", "constant torque offset [N m] (any sign)"),
     "friction_scale": ("double", "fraction [0, 1] of the friction model compensated"),
     "kp": ("per_joint", "position gain [1/s^2]; not set: omega^2"),
