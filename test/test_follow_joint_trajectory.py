@@ -308,3 +308,304 @@ def test_watchdog_and_deactivate_abort():
     p.run(0.3)
     p.loop.deactivate()
     assert m.outcome.code == tg.INVALID_GOAL and "deactivated" in m.outcome.message
+
+
+# ------------------------------------------------------------------------------------------------
+# a real ActionClient (this process) against the controller node on the MuJoCo sim node
+# ------------------------------------------------------------------------------------------------
+START_TIMEOUT = 90.0          # s: both children up, the controller configured and commanding
+RESULT_TIMEOUT = 90.0         # s: longest wait for a result (a bound, not a speed requirement)
+RESULT_ASK_AGAIN = 5.0        # s: the result is asked for again after this (a reply lost under load)
+ACTION = "/torque_controller/follow_joint_trajectory"
+
+
+class Client:
+    """An rclpy ActionClient as MoveIt uses it: send the goal, collect feedback, ask for the result."""
+
+    def __init__(self):
+        import threading
+
+        import rclpy
+        from control_msgs.action import FollowJointTrajectory
+        from rclpy.action import ActionClient
+        from rclpy.executors import SingleThreadedExecutor
+        self.FJT = FollowJointTrajectory
+        self.node = rclpy.create_node("fjt_test_client")
+        self.ac = ActionClient(self.node, FollowJointTrajectory, ACTION)
+        self.feedback = []
+        self.ex = SingleThreadedExecutor()
+        self.ex.add_node(self.node)
+        self._run = True
+        self.th = threading.Thread(target=self._spin, daemon=True)
+        self.th.start()
+
+    def _spin(self):
+        while self._run:
+            try:
+                self.ex.spin_once(timeout_sec=0.05)
+            except Exception as e:                 # noqa: BLE001 (print and go on, as the probe does)
+                print(f"client spin: {type(e).__name__}: {e}")
+
+    def stop(self):
+        self._run = False
+        self.th.join(timeout=2.0)
+        self.ex.shutdown(timeout_sec=1.0)
+        self.ac.destroy()
+        self.node.destroy_node()
+
+    def goal_msg(self, names, times, P, V=None, stamp=None, path_tol=None, goal_tol=None, goal_time=0.0):
+        from control_msgs.msg import JointTolerance
+        from trajectory_msgs.msg import JointTrajectoryPoint
+        g = self.FJT.Goal()
+        g.trajectory.joint_names = list(names)
+        if stamp is not None:
+            g.trajectory.header.stamp.sec, g.trajectory.header.stamp.nanosec = divmod(int(stamp * 1e9), 10 ** 9)
+        for k, t in enumerate(times):
+            pt = JointTrajectoryPoint()
+            pt.positions = [float(x) for x in P[k]]
+            if V is not None:
+                pt.velocities = [float(x) for x in V[k]]
+            pt.time_from_start.sec, pt.time_from_start.nanosec = divmod(int(round(t * 1e9)), 10 ** 9)
+            g.trajectory.points.append(pt)
+        for field_name, tol in (("path_tolerance", path_tol), ("goal_tolerance", goal_tol)):
+            for name, pos in (tol or {}).items():
+                getattr(g, field_name).append(JointTolerance(name=name, position=float(pos)))
+        g.goal_time_tolerance.sec, g.goal_time_tolerance.nanosec = divmod(int(round(goal_time * 1e9)), 10 ** 9)
+        return g
+
+    def send(self, goal):
+        """The goal handle once the server answered (accepted or not)."""
+        assert self.ac.wait_for_server(timeout_sec=30.0), "no action server " + ACTION
+        fut = self.ac.send_goal_async(goal, feedback_callback=lambda m: self.feedback.append(
+            (time.monotonic(), m.feedback)))
+        t_end = time.monotonic() + RESULT_TIMEOUT
+        while not fut.done() and time.monotonic() < t_end:
+            time.sleep(0.01)
+        assert fut.done(), "no goal response"
+        return fut.result()
+
+    def result(self, handle):
+        """(status, Result) of an accepted goal; asks again every RESULT_ASK_AGAIN s until it comes."""
+        t_end = time.monotonic() + RESULT_TIMEOUT
+        while time.monotonic() < t_end:
+            fut = handle.get_result_async()
+            t_ask = time.monotonic() + RESULT_ASK_AGAIN
+            while not fut.done() and time.monotonic() < min(t_ask, t_end):
+                time.sleep(0.01)
+            if fut.done():
+                r = fut.result()
+                return r.status, r.result
+        raise AssertionError("no result")
+
+    def run(self, goal):
+        h = self.send(goal)
+        assert h.accepted
+        return self.result(h)
+
+
+@pytest.fixture(scope="module")
+def nodes(ros, tmp_path_factory):
+    """The sim node and the joint-impedance controller node (children), a probe and the client (here)."""
+    pytest.importorskip("control_msgs")
+    from robot_dynamics.dynamics import PinocchioBackend
+    from robot_dynamics.nodes.probe import Probe
+    from robot_dynamics.nodes.processes import RT_TEST, NodeProcesses, start_sim_and_controller
+    procs = NodeProcesses(log_dir=tmp_path_factory.mktemp("fjt_nodes"))
+    probe = Probe(joints=NAMES, name="fjt_probe")
+    client = None
+    try:
+        start_sim_and_controller(procs, "panda", "joint_impedance", realtime=RT_TEST,
+                                 controller_params={"use_sim_time": True, "constraints.goal_time": 0.0})
+        probe.start()
+        dyn = PinocchioBackend(MODEL)
+
+        def settled():
+            return (probe.n_state > 10 and probe.effort is not None and probe.q is not None
+                    and np.max(np.abs(probe.effort - dyn.gravity(probe.q))) < 0.1)
+        assert probe.wait_for(settled, START_TIMEOUT, check=procs.check_alive), \
+            "sim + controller not running:\n" + "\n".join(procs.log(p)[-2000:] for p in procs.procs)
+        client = Client()
+        yield procs, probe, client
+    finally:
+        if client is not None:
+            client.stop()
+        probe.stop()
+        probe.destroy_node()
+        procs.stop_all()
+
+
+def settle(client, q):
+    """Back to q and at rest there (a goal with a goal tolerance), before the next case."""
+    st, res = client.run(client.goal_msg(NAMES, [2.0], [q], goal_tol={j: 0.005 for j in NAMES}))
+    assert (st, res.error_code) == (4, tg.SUCCESSFUL), res
+
+
+def plant_q(probe):
+    with probe.lock:
+        return probe.q.copy()
+
+
+def sim_time(probe):
+    with probe.lock:
+        return probe.clock
+
+
+def wait(probe, pred, timeout=30.0, poll=0.02):
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        if pred():
+            return True
+        time.sleep(poll)
+    return False
+
+
+@pytest.mark.slow
+def test_node_goal_reached_with_feedback(nodes):
+    """Goal reached: SUCCEEDED / SUCCESSFUL, the plant within the goal tolerance; the result not before
+    the last point's time (sim clock); feedback received, in `joints` order, its desired ending at the
+    goal."""
+    procs, probe, client = nodes
+    q0 = plant_q(probe)
+    q1 = q0 + np.array([0.15, -0.1, 0.1, 0.15, -0.15, 0.1, 0.2])
+    client.feedback.clear()
+    t_send = sim_time(probe)
+    st, res = client.run(client.goal_msg(NAMES, [1.0, 2.0], [0.5 * (q0 + q1), q1],
+                                         goal_tol={j: 0.01 for j in NAMES}, goal_time=5.0))
+    t_res = sim_time(probe)
+    assert (st, res.error_code) == (4, tg.SUCCESSFUL), (st, res)      # GoalStatus.STATUS_SUCCEEDED
+    assert np.max(np.abs(plant_q(probe) - q1)) < 0.01
+    assert t_res - t_send >= 2.0 - 0.05, (t_send, t_res)
+    assert client.feedback, "no feedback"
+    fb = client.feedback[-1][1]
+    assert list(fb.joint_names) == NAMES
+    assert np.allclose(fb.desired.positions, q1, atol=1e-3)
+    assert np.allclose(np.array(fb.desired.positions) - np.array(fb.actual.positions), fb.error.positions,
+                       atol=1e-9)
+
+
+@pytest.mark.slow
+def test_node_refused_goals_answer_codes(nodes):
+    """Each malformed goal: ABORTED at once with its code and reason; the arm does not move."""
+    procs, probe, client = nodes
+    q0 = plant_q(probe)
+    now = sim_time(probe)
+    cases = [
+        (client.goal_msg(["elbow"], [1.0], [[0.0]]), tg.INVALID_JOINTS, "elbow"),
+        (client.goal_msg(NAMES, [], []), tg.INVALID_GOAL, "empty trajectory"),
+        (client.goal_msg(NAMES, [1.0, 0.5], [q0, q0]), tg.INVALID_GOAL, "strictly increasing"),
+        (client.goal_msg(NAMES, [1.0], [list(q0[:6]) + [math.nan]]), tg.INVALID_GOAL, "not finite"),
+        (client.goal_msg(NAMES, [1.0], [q0], stamp=now - 10.0), tg.OLD_HEADER_TIMESTAMP, "in the past"),
+    ]
+    for g, code, words in cases:
+        st, res = client.run(g)
+        assert (st, res.error_code) == (6, code), (words, st, res)      # STATUS_ABORTED
+        assert words in res.error_string, res.error_string
+    assert np.max(np.abs(plant_q(probe) - q0)) < 2e-3
+
+
+@pytest.mark.slow
+def test_node_partial_goal_others_hold(nodes):
+    procs, probe, client = nodes
+    q0 = plant_q(probe)
+    names = [NAMES[6], NAMES[0]]
+    target = [q0[6] - 0.2, q0[0] + 0.1]
+    st, res = client.run(client.goal_msg(names, [1.0], [target], goal_tol={n: 0.01 for n in names}))
+    assert (st, res.error_code) == (4, tg.SUCCESSFUL), res
+    q = plant_q(probe)
+    assert abs(q[6] - target[0]) < 0.01 and abs(q[0] - target[1]) < 0.01
+    assert np.max(np.abs(q[1:6] - q0[1:6])) < 0.01
+
+
+@pytest.mark.slow
+def test_node_cancel_holds(nodes):
+    procs, probe, client = nodes
+    q0 = plant_q(probe)
+    q1 = q0 + np.array([0.4, 0, 0, 0, 0, 0, 0])
+    h = client.send(client.goal_msg(NAMES, [4.0], [q1]))
+    assert h.accepted
+    assert wait(probe, lambda: abs(plant_q(probe)[0] - q0[0]) > 0.05), "the arm did not move"
+    fut = h.cancel_goal_async()
+    assert wait(probe, fut.done, RESULT_TIMEOUT)
+    st, res = client.result(h)
+    assert st == 5, (st, res)                                          # STATUS_CANCELED
+    q_c = plant_q(probe)
+    time.sleep(1.0)
+    q = plant_q(probe)
+    assert np.max(np.abs(q - q_c)) < 0.05 and abs(q[0] - q1[0]) > 0.1, (q_c, q, q1)
+    settle(client, q0)
+
+
+@pytest.mark.slow
+def test_node_preemption(nodes):
+    """A second goal aborts the first (INVALID_GOAL, 'preempted', as JTC); a topic trajectory aborts the
+    running goal too, with its reason."""
+    procs, probe, client = nodes
+    q0 = plant_q(probe)
+    a = client.send(client.goal_msg(NAMES, [4.0], [q0 + 0.2]))
+    assert a.accepted
+    b = client.send(client.goal_msg(NAMES, [2.0], [q0], goal_tol={j: 0.01 for j in NAMES}))
+    st, res = client.result(a)
+    assert (st, res.error_code) == (6, tg.INVALID_GOAL) and "preempted" in res.error_string, res
+    st, res = client.result(b)
+    assert (st, res.error_code) == (4, tg.SUCCESSFUL), res
+    c = client.send(client.goal_msg(NAMES, [4.0], [q0 + 0.1]))
+    assert c.accepted
+    assert wait(probe, lambda: client.feedback and client.feedback[-1][1].desired.positions[0] > q0[0] + 1e-3)
+    probe.publish_trajectory([1.0], [q0])
+    st, res = client.result(c)
+    assert (st, res.error_code) == (6, tg.INVALID_GOAL) and "joint_trajectory" in res.error_string, res
+    settle(client, q0)
+
+
+@pytest.mark.slow
+def test_node_push_violates_path_tolerance(nodes):
+    """A push on the hand while a goal with a 0.01 rad path tolerance moves: ABORTED with
+    PATH_TOLERANCE_VIOLATED, and the arm holds where it was (the push released)."""
+    procs, probe, client = nodes
+    q0 = plant_q(probe)
+    q1 = q0 + np.array([0.2, 0, 0, 0, 0, 0, 0])
+    h = client.send(client.goal_msg(NAMES, [6.0], [q1], path_tol={j: 0.01 for j in NAMES}))
+    assert h.accepted
+    fut = h.get_result_async()
+    # moving within the tolerance without the push (1 s of sim time), then pushed
+    t0 = sim_time(probe)
+    assert wait(probe, lambda: fut.done() or sim_time(probe) > t0 + 1.0)
+    assert not fut.done(), fut.result().result
+    assert abs(plant_q(probe)[0] - q0[0]) > 1e-3
+    try:
+        assert wait(probe, lambda: (probe.push(TCP, [0.0, 0.0, -60.0, 0.0, 0.0, 0.0]) or fut.done()), 30.0,
+                    poll=0.1)
+    finally:
+        for _ in range(3):
+            probe.push(TCP, [0.0] * 6)
+    st, res = client.result(h)
+    assert (st, res.error_code) == (6, tg.PATH_TOLERANCE_VIOLATED), res
+    assert "path tolerance" in res.error_string
+    time.sleep(1.0)
+    q_hold = plant_q(probe)
+    time.sleep(1.0)
+    q = plant_q(probe)
+    assert np.max(np.abs(q - q_hold)) < 0.02 and abs(q[0] - q1[0]) > 0.05, (q_hold, q, q1)
+    settle(client, q0)
+
+
+@pytest.mark.slow
+def test_node_goal_time_violated(nodes):
+    """A goal tolerance the pushed arm cannot meet, goal_time_tolerance 0.3 s: GOAL_TOLERANCE_VIOLATED,
+    not before the last point's time + goal_time on the sim clock."""
+    procs, probe, client = nodes
+    q0 = plant_q(probe)
+    t_send = sim_time(probe)
+    h = client.send(client.goal_msg(NAMES, [1.0], [q0 + 0.05], goal_tol={j: 1e-3 for j in NAMES}, goal_time=0.3))
+    assert h.accepted
+    fut = h.get_result_async()
+    try:
+        wait(probe, lambda: (probe.push(TCP, [0.0, 0.0, -60.0, 0.0, 0.0, 0.0]) or fut.done()), 30.0, poll=0.1)
+    finally:
+        for _ in range(3):
+            probe.push(TCP, [0.0] * 6)
+    st, res = client.result(h)
+    t_res = sim_time(probe)
+    assert (st, res.error_code) == (6, tg.GOAL_TOLERANCE_VIOLATED), res
+    assert t_res - t_send >= 1.3 - 0.05
+    settle(client, q0)
