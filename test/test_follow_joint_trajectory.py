@@ -9,7 +9,7 @@ Part 2 (slow): a real rclpy ActionClient in this process against the controller 
 node, two child processes (one set of nodes for the module, several goals against it).
 """
 import math
-import os
+import sys
 import time
 
 import numpy as np
@@ -609,3 +609,71 @@ def test_node_goal_time_violated(nodes):
     assert (st, res.error_code) == (6, tg.GOAL_TOLERANCE_VIOLATED), res
     assert t_res - t_send >= 1.3 - 0.05
     settle(client, q0)
+
+
+# ------------------------------------------------------------------------------------------------
+# the node in process: the parameters, and a ROS install without control_msgs
+# ------------------------------------------------------------------------------------------------
+class _Recorder:
+    """Wraps the node's logger; records the warning lines."""
+
+    def __init__(self, log):
+        self._log, self.warnings = log, []
+
+    def warning(self, text, **kw):
+        self.warnings.append(text)
+        return self._log.warning(text, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self._log, name)
+
+
+def _node(ctx, law, **params):
+    from rclpy.parameter import Parameter
+
+    from robot_dynamics.nodes.controller_node import TorqueControllerNode
+    base = dict(robot="panda", controller=law, joints=NAMES, autostart=False,
+                joint_states_topic="/fjt_inproc/joint_states", command_topic="/fjt_inproc/commands")
+    base.update(params)
+    return TorqueControllerNode(f"fjt_inproc_{law}", context=ctx,
+                                parameter_overrides=[Parameter(k, value=v) for k, v in base.items()])
+
+
+def test_node_constraints_parameters_and_no_control_msgs(monkeypatch):
+    """JTC's constraints.<joint>.trajectory / .goal are parameters (validated: a negative one refused);
+    with control_msgs importable the joint laws offer the action, gravity compensation does not;
+    without it, one warning at configure (also after a second configure) and the node configures."""
+    rclpy = pytest.importorskip("rclpy")
+    from rclpy.lifecycle import TransitionCallbackReturn
+    from rclpy.parameter import Parameter
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    nodes = []
+    try:
+        node = _node(ctx, "joint_impedance", **{"constraints.panda_joint2.goal": 0.05})
+        nodes.append(node)
+        assert node.get_parameter("constraints.panda_joint2.goal").value == 0.05
+        assert node.get_parameter("constraints.panda_joint7.trajectory").value == 0.0
+        r = node.set_parameters([Parameter("constraints.panda_joint3.trajectory", value=-0.1)])[0]
+        assert not r.successful and "constraints.panda_joint3.trajectory" in r.reason
+        if pytest.importorskip("control_msgs"):
+            assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+            assert node._fjt_server is not None
+            node.trigger_cleanup()
+            assert node._fjt_server is None
+            g = _node(ctx, "gravity_compensation")
+            nodes.append(g)
+            assert g.trigger_configure() == TransitionCallbackReturn.SUCCESS and g._fjt_server is None
+            g.trigger_cleanup()
+        monkeypatch.setitem(sys.modules, "control_msgs", None)
+        monkeypatch.setitem(sys.modules, "control_msgs.action", None)
+        rec = node._log = _Recorder(node._log)
+        for _ in range(2):
+            assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+            assert node._fjt_server is None and node.c is not None
+            node.trigger_cleanup()
+        assert sum("control_msgs is not installed" in w for w in rec.warnings) == 1, rec.warnings
+    finally:
+        for n in nodes:
+            n.destroy_node()
+        rclpy.shutdown(context=ctx)
