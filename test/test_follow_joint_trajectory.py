@@ -316,6 +316,7 @@ def test_watchdog_and_deactivate_abort():
 START_TIMEOUT = 90.0          # s: both children up, the controller configured and commanding
 RESULT_TIMEOUT = 90.0         # s: longest wait for a result (a bound, not a speed requirement)
 RESULT_ASK_AGAIN = 5.0        # s: the result is asked for again after this (a reply lost under load)
+GOAL_SEND_AGAIN = 10.0        # s: a goal without a response is sent again after this (Client.send)
 ACTION = "/torque_controller/follow_joint_trajectory"
 
 
@@ -333,6 +334,7 @@ class Client:
         self.node = rclpy.create_node("fjt_test_client")
         self.ac = ActionClient(self.node, FollowJointTrajectory, ACTION)
         self.feedback = []
+        self.resent = 0
         self.ex = SingleThreadedExecutor()
         self.ex.add_node(self.node)
         self._run = True
@@ -374,15 +376,23 @@ class Client:
         return g
 
     def send(self, goal):
-        """The goal handle once the server answered (accepted or not)."""
+        """The goal handle once the server answered (accepted or not).  A goal response that has not come
+        after GOAL_SEND_AGAIN s is given up and the goal sent again (a new goal id): under load the first
+        request of a client can be answered before the server's response writer has matched the client's
+        reader, and that answer is lost (if the first one was accepted, the second preempts it)."""
         assert self.ac.wait_for_server(timeout_sec=30.0), "no action server " + ACTION
-        fut = self.ac.send_goal_async(goal, feedback_callback=lambda m: self.feedback.append(
-            (time.monotonic(), m.feedback)))
         t_end = time.monotonic() + RESULT_TIMEOUT
-        while not fut.done() and time.monotonic() < t_end:
-            time.sleep(0.01)
-        assert fut.done(), "no goal response"
-        return fut.result()
+        while time.monotonic() < t_end:
+            fut = self.ac.send_goal_async(goal, feedback_callback=lambda m: self.feedback.append(
+                (time.monotonic(), m.feedback)))
+            t_again = time.monotonic() + GOAL_SEND_AGAIN
+            while not fut.done() and time.monotonic() < min(t_again, t_end):
+                time.sleep(0.01)
+            if fut.done():
+                return fut.result()
+            self.resent += 1
+            print(f"no goal response in {GOAL_SEND_AGAIN} s: sending the goal again")
+        raise AssertionError("no goal response")
 
     def result(self, handle):
         """(status, Result) of an accepted goal; asks again every RESULT_ASK_AGAIN s until it comes."""
@@ -462,8 +472,8 @@ def wait(probe, pred, timeout=30.0, poll=0.02):
 @pytest.mark.slow
 def test_node_goal_reached_with_feedback(nodes):
     """Goal reached: SUCCEEDED / SUCCESSFUL, the plant within the goal tolerance; the result not before
-    the last point's time (sim clock); feedback received, in `joints` order, its desired ending at the
-    goal."""
+    the last point's time (sim clock); feedback received, in `joints` order, its desired moving from
+    the start toward the goal, its error = desired - actual."""
     procs, probe, client = nodes
     q0 = plant_q(probe)
     q1 = q0 + np.array([0.15, -0.1, 0.1, 0.15, -0.15, 0.1, 0.2])
@@ -475,12 +485,14 @@ def test_node_goal_reached_with_feedback(nodes):
     assert (st, res.error_code) == (4, tg.SUCCESSFUL), (st, res)      # GoalStatus.STATUS_SUCCEEDED
     assert np.max(np.abs(plant_q(probe) - q1)) < 0.01
     assert t_res - t_send >= 2.0 - 0.05, (t_send, t_res)
-    assert client.feedback, "no feedback"
-    fb = client.feedback[-1][1]
+    assert len(client.feedback) >= 2, "no feedback"
+    first, fb = client.feedback[0][1], client.feedback[-1][1]
     assert list(fb.joint_names) == NAMES
-    assert np.allclose(fb.desired.positions, q1, atol=1e-3)
-    assert np.allclose(np.array(fb.desired.positions) - np.array(fb.actual.positions), fb.error.positions,
-                       atol=1e-9)
+    d_first, d_last = (np.max(np.abs(np.array(f.desired.positions) - q1)) for f in (first, fb))
+    assert d_last < d_first and d_first <= np.max(np.abs(q1 - q0)) + 1e-3, (d_first, d_last)
+    for _, f in client.feedback:
+        assert np.allclose(np.array(f.desired.positions) - np.array(f.actual.positions), f.error.positions,
+                           atol=1e-9)
 
 
 @pytest.mark.slow
@@ -518,12 +530,14 @@ def test_node_partial_goal_others_hold(nodes):
 
 @pytest.mark.slow
 def test_node_cancel_holds(nodes):
+    """Cancel: CANCELED, and the arm holds where it was when the cancel took effect (the plant), short of
+    the goal."""
     procs, probe, client = nodes
     q0 = plant_q(probe)
     q1 = q0 + np.array([0.4, 0, 0, 0, 0, 0, 0])
-    h = client.send(client.goal_msg(NAMES, [4.0], [q1]))
+    h = client.send(client.goal_msg(NAMES, [8.0], [q1]))     # slow: the cancel lands far from the goal
     assert h.accepted
-    assert wait(probe, lambda: abs(plant_q(probe)[0] - q0[0]) > 0.05), "the arm did not move"
+    assert wait(probe, lambda: abs(plant_q(probe)[0] - q0[0]) > 0.03), "the arm did not move"
     fut = h.cancel_goal_async()
     assert wait(probe, fut.done, RESULT_TIMEOUT)
     st, res = client.result(h)
@@ -641,7 +655,7 @@ def _node(ctx, law, **params):
 
 def test_node_constraints_parameters_and_no_control_msgs(monkeypatch):
     """JTC's constraints.<joint>.trajectory / .goal are parameters (validated: a negative one refused);
-    with control_msgs importable the joint laws offer the action, gravity compensation does not;
+    with control_msgs importable the joint laws offer the action, the other two laws do not;
     without it, one warning at configure (also after a second configure) and the node configures."""
     rclpy = pytest.importorskip("rclpy")
     from rclpy.lifecycle import TransitionCallbackReturn
@@ -661,10 +675,13 @@ def test_node_constraints_parameters_and_no_control_msgs(monkeypatch):
             assert node._fjt_server is not None
             node.trigger_cleanup()
             assert node._fjt_server is None
-            g = _node(ctx, "gravity_compensation")
-            nodes.append(g)
-            assert g.trigger_configure() == TransitionCallbackReturn.SUCCESS and g._fjt_server is None
-            g.trigger_cleanup()
+            for law, offered in (("computed_torque", True), ("gravity_compensation", False),
+                                 ("cartesian_impedance", False)):
+                g = _node(ctx, law)
+                nodes.append(g)
+                assert g.trigger_configure() == TransitionCallbackReturn.SUCCESS
+                assert (g._fjt_server is not None) == offered, law
+                g.trigger_cleanup()
         monkeypatch.setitem(sys.modules, "control_msgs", None)
         monkeypatch.setitem(sys.modules, "control_msgs.action", None)
         rec = node._log = _Recorder(node._log)
