@@ -11,6 +11,7 @@ node, two child processes (one set of nodes for the module, several goals agains
 import math
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -694,3 +695,40 @@ def test_node_constraints_parameters_and_no_control_msgs(monkeypatch):
         for n in nodes:
             n.destroy_node()
         rclpy.shutdown(context=ctx)
+
+
+# ------------------------------------------------------------------------------------------------
+# the MoveIt controllers files
+# ------------------------------------------------------------------------------------------------
+CONFIG = Path(__file__).resolve().parents[1] / "config"
+MOVEIT_ROBOTS = {"panda": "panda_joint_impedance.yaml", "fr3": "fr3_joint_impedance.yaml",
+                 "kinova": "kinova_joint_impedance.yaml", "ur5e": "ur5e_joint_impedance.yaml"}
+
+
+@pytest.mark.parametrize("robot", sorted(MOVEIT_ROBOTS))
+def test_moveit_controllers_file(robot):
+    """config/moveit_controllers_<robot>.yaml loads as ROS parameters (rclpy's parameter-file reader) and
+    holds what moveit_simple_controller_manager reads, by its names and types: the string array
+    moveit_simple_controller_manager.controller_names and, per controller, action_ns (string), type
+    'FollowJointTrajectory', joints (non-empty string array), default (bool); the action it makes,
+    /<controller>/<action_ns>, is this node's; the joints are the controller config's."""
+    rclpy_parameter = pytest.importorskip("rclpy.parameter")
+    import yaml
+    from rcl_interfaces.msg import ParameterType as PT
+    params = rclpy_parameter.parameter_dict_from_yaml_file(str(CONFIG / f"moveit_controllers_{robot}.yaml"),
+                                                           use_wildcard=True)
+    base = "moveit_simple_controller_manager"
+    assert params["moveit_controller_manager"].value.string_value == \
+        "moveit_simple_controller_manager/MoveItSimpleControllerManager"
+    names = params[f"{base}.controller_names"].value
+    assert names.type == PT.PARAMETER_STRING_ARRAY and list(names.string_array_value) == ["torque_controller"]
+    (name,) = names.string_array_value
+    get = {k[len(f"{base}.{name}."):]: v.value for k, v in params.items() if k.startswith(f"{base}.{name}.")}
+    assert get["type"].type == PT.PARAMETER_STRING and get["type"].string_value == "FollowJointTrajectory"
+    assert get["action_ns"].type == PT.PARAMETER_STRING
+    assert f"/{name}/{get['action_ns'].string_value}" == ACTION
+    assert get["default"].type == PT.PARAMETER_BOOL and get["default"].bool_value
+    assert get["joints"].type == PT.PARAMETER_STRING_ARRAY
+    with open(CONFIG / MOVEIT_ROBOTS[robot]) as f:
+        ctl = next(iter(yaml.safe_load(f).values()))["ros__parameters"]
+    assert list(get["joints"].string_array_value) == ctl["joints"]
