@@ -626,6 +626,29 @@ def test_node_goal_time_violated(nodes):
     settle(client, q0)
 
 
+
+@pytest.mark.slow
+def test_node_deactivate_aborts_then_rejects(nodes):
+    """Deactivating the controller aborts the running goal (INVALID_GOAL, the reason); goals are then
+    rejected (JTC: "Controller is not running").  Last of the node tests: it leaves the node inactive."""
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState
+    procs, probe, client = nodes
+    q0 = plant_q(probe)
+    h = client.send(client.goal_msg(NAMES, [6.0], [q0 + 0.1]))
+    assert h.accepted
+    cli = client.node.create_client(ChangeState, "/torque_controller/change_state")
+    try:
+        assert cli.wait_for_service(timeout_sec=30.0)
+        fut = cli.call_async(ChangeState.Request(transition=Transition(id=Transition.TRANSITION_DEACTIVATE)))
+        st, res = client.result(h)
+        assert (st, res.error_code) == (6, tg.INVALID_GOAL) and "deactivated" in res.error_string, res
+        assert fut is not None     # (its response is not waited for: the goal's result says it acted)
+        h2 = client.send(client.goal_msg(NAMES, [1.0], [q0]))
+        assert not h2.accepted
+    finally:
+        client.node.destroy_client(cli)
+
 # ------------------------------------------------------------------------------------------------
 # the node in process: the parameters, and a ROS install without control_msgs
 # ------------------------------------------------------------------------------------------------
