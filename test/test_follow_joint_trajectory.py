@@ -304,7 +304,9 @@ def test_watchdog_and_deactivate_abort():
     p.run(0.3)
     p.run(0.2, states=False)                    # no joint state for longer than watchdog_timeout
     assert m.outcome.code == tg.INVALID_GOAL and "watchdog" in m.outcome.message
+    late = p.send([2.0], [list(Q0 + 0.2)])      # handed over while tripped: not followed at the resume
     p.run(0.5)
+    assert late.outcome.code == tg.INVALID_GOAL and "arrived while" in late.outcome.message, late.outcome
     m = p.send([2.0], [list(Q0 + 0.2)])
     p.run(0.3)
     p.loop.deactivate()

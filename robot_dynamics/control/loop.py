@@ -1294,6 +1294,9 @@ class ControlLoop:
                                 f"{self._reset_cause}); holding the current position (send it again)", now)
         law.reset(self.state)
         if tripped and self.pending_ref is not None:
+            if self.goal is not None and self.goal.trajectory is self.pending_ref:
+                self.end_goal("aborted", INVALID_GOAL, f"arrived while {self._reset_cause}: not followed",
+                              hold=False)
             what, self.pending_ref = self.pending_what, None
             self.reject_reference(what, f"arrived while {self._reset_cause}: not followed; the arm holds its "
                                   "position, send it again", now)

@@ -181,6 +181,11 @@ class FollowJointTrajectoryServer:
             self._log.warning(f"follow_joint_trajectory: goal refused ({e.code}): {e}")
             handle.abort()
             return self._fjt_result(e.code, str(e))
+        except Exception as e:                        # noqa: BLE001 (a message nothing above expected)
+            self.counts["errors.follow_joint_trajectory"] += 1
+            self._log.error(f"follow_joint_trajectory: goal refused: {type(e).__name__}: {e}")
+            handle.abort()
+            return self._fjt_result(INVALID_GOAL, f"{type(e).__name__}: {e}")
         if handle.is_cancel_requested:             # canceled while it was being prepared
             handle.canceled()
             return self._fjt_result(0, "canceled before it started")
@@ -189,6 +194,8 @@ class FollowJointTrajectoryServer:
         with self._lock:
             if c is not self.c or not self.active:
                 ok, reason = False, "the controller is not active"
+            elif c.loop.watchdog == "tripped":
+                ok, reason = False, "no valid joint state (the watchdog is tripped): the arm is not followed"
             else:
                 ok, reason = c.loop.set_reference(traj, "follow_joint_trajectory", time.monotonic(), goal=monitor)
             if ok:
