@@ -630,6 +630,34 @@ def test_node_goal_time_violated(nodes):
 
 
 @pytest.mark.slow
+def test_node_controller_state(nodes):
+    """~/controller_state (JointTrajectoryControllerState): joint_names = joints, feedback = the plant's
+    joint positions (the sim's /joint_states), reference = the goal reached, error = reference - feedback,
+    output = the efforts the sim applies (its /joint_states effort), speed_scaling_factor 1."""
+    from control_msgs.msg import JointTrajectoryControllerState
+    procs, probe, client = nodes
+    q0 = plant_q(probe)
+    q1 = q0 + np.array([0.05, 0, 0, 0, 0, 0, -0.05])
+    settle(client, q1)
+    got = []
+    sub = client.node.create_subscription(JointTrajectoryControllerState, "/torque_controller/controller_state",
+                                          got.append, 10)
+    try:
+        assert wait(probe, lambda: len(got) >= 5, 30.0), "no controller_state"
+        m = got[-1]
+        with probe.lock:
+            q, eff = probe.q.copy(), probe.effort.copy()
+        assert list(m.joint_names) == NAMES
+        assert np.allclose(m.reference.positions, q1, atol=1e-9)
+        assert np.allclose(m.feedback.positions, q, atol=2e-3)              # at rest: the plant's q
+        assert np.allclose(np.array(m.reference.positions) - m.feedback.positions, m.error.positions, atol=1e-12)
+        assert np.allclose(m.output.effort, eff, atol=0.05)                  # what the sim applies
+        assert m.speed_scaling_factor == 1.0
+    finally:
+        client.node.destroy_subscription(sub)
+    settle(client, q0)
+
+@pytest.mark.slow
 def test_node_deactivate_aborts_then_rejects(nodes):
     """Deactivating the controller aborts the running goal (INVALID_GOAL, the reason); goals are then
     rejected (JTC: "Controller is not running").  Last of the node tests: it leaves the node inactive."""

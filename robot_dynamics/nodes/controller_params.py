@@ -155,6 +155,9 @@ TOPICS = [
      "joint_impedance, computed_torque: JointTrajectoryController's action (MoveIt's FollowJointTrajectory "
      "controller type): goal checks, path / goal tolerances and goal_time (constraints.*), feedback at "
      "action_monitor_rate, cancel holds; a new goal or reference preempts (README: MoveIt)"),
+    ("pub", "~/controller_state", "control_msgs/msg/JointTrajectoryControllerState",
+     "joint_impedance, computed_torque: as JointTrajectoryController publishes it (reference, feedback, error, "
+     "output = the command's efforts, speed_scaling_factor), at controller_state_rate while subscribed"),
     ("pub", "/diagnostics", "diagnostic_msgs/DiagnosticArray",
      "loop rate, step latency, safety-filter interventions, rejected messages, watchdog (diagnostics_period)"),
     ("pub", "~/payload_estimate", "geometry_msgs/InertiaStamped",

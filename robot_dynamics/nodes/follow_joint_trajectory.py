@@ -11,7 +11,9 @@ TorqueControllerNode; the ROS plumbing only:
   with its error_code and error_string (JTC rejects it at the goal callback, which carries no reason);
 - a steady-clock timer at `action_monitor_rate` (JTC's parameter, 20 Hz): feedback (desired, actual,
   error, in `joints` order) of the running goal, and the result of each goal the loop has ended;
-- cancel callback: accepted (as JTC); the goal ends canceled and the arm holds where it is.
+- cancel callback: accepted (as JTC); the goal ends canceled and the arm holds where it is;
+- `~/controller_state` (control_msgs/msg/JointTrajectoryControllerState, as JTC publishes it) at
+  `controller_state_rate`, from the executor, filled and sent only while it has subscribers.
 
 Where control_msgs is not importable the node says so once at configure and runs without the action.
 """
@@ -31,6 +33,9 @@ ACTION_LAWS = ("joint_impedance", "computed_torque")
 FJT_PARAMS = [
     ParamSpec("action_monitor_rate", 20.0, "FollowJointTrajectory: rate [Hz] of the feedback and of the "
               "results of ended goals (JTC's parameter)", "positive"),
+    ParamSpec("controller_state_rate", 50.0, "~/controller_state (control_msgs/JointTrajectoryControllerState): "
+              "rate [Hz] (from the executor, while it has subscribers; JTC's former state_publish_rate)",
+              "positive"),
     ParamSpec("allow_partial_joints_goal", True, "FollowJointTrajectory: a goal may name a subset of the "
               "joints (the others hold the reference they follow); JTC's default is false", live=True),
     ParamSpec("allow_nonzero_velocity_at_trajectory_end", False, "FollowJointTrajectory: accept a last "
@@ -70,6 +75,7 @@ class FollowJointTrajectoryServer:
         parameter's names and for every such key the parameter overrides name (called in __init__)."""
         self._fjt_server = None
         self._fjt_timer = None
+        self._cs_pub = self._cs_timer = None
         self._fjt_goals = []
         self._fjt_warned = False
         names = list(self._p("joints") or [])
@@ -115,6 +121,12 @@ class FollowJointTrajectoryServer:
         self._fjt_timer = self.create_timer(1.0 / self._p("action_monitor_rate"), self._guard(self._fjt_tick, "fjt"),
                                             clock=self._steady)
         self._fjt_timer.cancel()                   # runs while goals are open
+        from control_msgs.msg import JointTrajectoryControllerState
+        self._cs_msg = JointTrajectoryControllerState()
+        self._cs_pub = self.create_publisher(JointTrajectoryControllerState, "~/controller_state", 10)
+        self._cs_timer = self.create_timer(1.0 / self._p("controller_state_rate"),
+                                           self._guard(self._publish_controller_state, "controller_state"),
+                                           clock=self._steady)
 
     def _fjt_teardown(self):
         """At cleanup / shutdown (under the lock): open goals end aborted, the server goes."""
@@ -128,6 +140,10 @@ class FollowJointTrajectoryServer:
         if self._fjt_server is not None:
             self._fjt_server.destroy()
             self._fjt_server = None
+        if self._cs_timer is not None:
+            self.destroy_timer(self._cs_timer)
+            self.destroy_publisher(self._cs_pub)
+            self._cs_pub = self._cs_timer = None
 
     # ---------------------------------------------------------------- action callbacks (executor)
     def _fjt_goal(self, goal):
@@ -257,3 +273,35 @@ class FollowJointTrajectoryServer:
         fb.error.positions, fb.error.velocities = e.tolist(), (vd - v).tolist()
         return fb
 
+    def _publish_controller_state(self):
+        """~/controller_state as JTC fills it: reference = the law's reference, feedback = the measured
+        state, error = reference - feedback (continuous joints: the
+        shortest angle), output = the command last sent (effort), speed_scaling_factor = the trajectory's
+        time scale (the safety envelope's speed scaling; 1 otherwise); `joints` order."""
+        pub = self._cs_pub
+        if pub is None or pub.get_subscription_count() == 0:
+            return
+        m = self._cs_msg
+        with self._lock:
+            c = self.c
+            if c is None:
+                return
+            loop, law = c.loop, c.loop.law
+            k = loop.perm
+            if law.q_d is None:
+                return
+            qd, vd, ad = np.array(law.q_d)[k], np.array(law.v_d)[k], np.array(law.a_d)[k]
+            q, v = loop.q[k].copy(), loop.v[k].copy()
+            e = np.array(law.info.error)[k]
+            out = np.array(c.out.cmd_np, dtype=float)
+            scale = float(law.time_scale)
+            joints = list(loop.joints)
+        m.header.stamp = Time(nanoseconds=self._clock_handle.get_now().nanoseconds).to_msg()
+        m.joint_names = joints
+        m.reference.positions, m.reference.velocities, m.reference.accelerations = \
+            qd.tolist(), vd.tolist(), ad.tolist()
+        m.feedback.positions, m.feedback.velocities = q.tolist(), v.tolist()
+        m.error.positions, m.error.velocities = e.tolist(), (vd - v).tolist()
+        m.output.effort = out.tolist()
+        m.speed_scaling_factor = scale
+        pub.publish(m)
