@@ -324,7 +324,11 @@ ACTION = "/torque_controller/follow_joint_trajectory"
 
 
 class Client:
-    """An rclpy ActionClient as MoveIt uses it: send the goal, collect feedback, ask for the result."""
+    """An rclpy ActionClient as MoveIt uses it: send the goal, collect feedback, ask for the result.
+    Every request is made on the executor's thread (`call`): rclpy's ActionClient registers a request's
+    sequence number after sending it, unlocked, so a response the executor thread takes in between is
+    dropped ("Ignoring unexpected goal response"); from the test thread that happened about twice per
+    run beside a CPU hog."""
 
     def __init__(self):
         import threading
@@ -338,16 +342,35 @@ class Client:
         self.ac = ActionClient(self.node, FollowJointTrajectory, ACTION)
         self.feedback = []
         self.resent = 0
+        self._calls = []
         self.ex = SingleThreadedExecutor()
         self.ex.add_node(self.node)
         self._run = True
         self.th = threading.Thread(target=self._spin, daemon=True)
         self.th.start()
 
+    def call(self, fn):
+        """fn() on the executor's thread (between two spins); its return value."""
+        box = []
+        self._calls.append((fn, box))
+        t_end = time.monotonic() + 30.0
+        while not box and time.monotonic() < t_end:
+            time.sleep(0.005)
+        assert box, "the client's executor thread does not run"
+        if isinstance(box[0], BaseException):
+            raise box[0]
+        return box[0]
+
     def _spin(self):
         while self._run:
+            while self._calls:
+                fn, box = self._calls.pop(0)
+                try:
+                    box.append(fn())
+                except Exception as e:             # noqa: BLE001 (handed to the caller)
+                    box.append(e)
             try:
-                self.ex.spin_once(timeout_sec=0.05)
+                self.ex.spin_once(timeout_sec=0.01)
             except Exception as e:                 # noqa: BLE001 (print and go on, as the probe does)
                 print(f"client spin: {type(e).__name__}: {e}")
 
@@ -378,6 +401,9 @@ class Client:
         g.goal_time_tolerance.sec, g.goal_time_tolerance.nanosec = divmod(int(round(goal_time * 1e9)), 10 ** 9)
         return g
 
+    def _on_feedback(self, msg):
+        self.feedback.append((time.monotonic(), msg.feedback))
+
     def send(self, goal):
         """The goal handle once the server answered (accepted or not).  A goal response that has not come
         after GOAL_SEND_AGAIN s is given up and the goal sent again (a new goal id): under load the first
@@ -386,8 +412,7 @@ class Client:
         assert self.ac.wait_for_server(timeout_sec=30.0), "no action server " + ACTION
         t_end = time.monotonic() + RESULT_TIMEOUT
         while time.monotonic() < t_end:
-            fut = self.ac.send_goal_async(goal, feedback_callback=lambda m: self.feedback.append(
-                (time.monotonic(), m.feedback)))
+            fut = self.call(lambda: self.ac.send_goal_async(goal, feedback_callback=self._on_feedback))
             t_again = time.monotonic() + GOAL_SEND_AGAIN
             while not fut.done() and time.monotonic() < min(t_again, t_end):
                 time.sleep(0.01)
@@ -401,7 +426,7 @@ class Client:
         """(status, Result) of an accepted goal; asks again every RESULT_ASK_AGAIN s until it comes."""
         t_end = time.monotonic() + RESULT_TIMEOUT
         while time.monotonic() < t_end:
-            fut = handle.get_result_async()
+            fut = self.call(handle.get_result_async)
             t_ask = time.monotonic() + RESULT_ASK_AGAIN
             while not fut.done() and time.monotonic() < min(t_ask, t_end):
                 time.sleep(0.01)
@@ -541,7 +566,7 @@ def test_node_cancel_holds(nodes):
     h = client.send(client.goal_msg(NAMES, [8.0], [q1]))     # slow: the cancel lands far from the goal
     assert h.accepted
     assert wait(probe, lambda: abs(plant_q(probe)[0] - q0[0]) > 0.03), "the arm did not move"
-    fut = h.cancel_goal_async()
+    fut = client.call(h.cancel_goal_async)
     assert wait(probe, fut.done, RESULT_TIMEOUT)
     st, res = client.result(h)
     assert st == 5, (st, res)                                          # STATUS_CANCELED
@@ -583,7 +608,7 @@ def test_node_push_violates_path_tolerance(nodes):
     q1 = q0 + np.array([0.2, 0, 0, 0, 0, 0, 0])
     h = client.send(client.goal_msg(NAMES, [6.0], [q1], path_tol={j: 0.01 for j in NAMES}))
     assert h.accepted
-    fut = h.get_result_async()
+    fut = client.call(h.get_result_async)
     # moving within the tolerance without the push (1 s of sim time), then pushed
     t0 = sim_time(probe)
     assert wait(probe, lambda: fut.done() or sim_time(probe) > t0 + 1.0)
@@ -615,7 +640,7 @@ def test_node_goal_time_violated(nodes):
     t_send = sim_time(probe)
     h = client.send(client.goal_msg(NAMES, [1.0], [q0 + 0.05], goal_tol={j: 1e-3 for j in NAMES}, goal_time=0.3))
     assert h.accepted
-    fut = h.get_result_async()
+    fut = client.call(h.get_result_async)
     try:
         wait(probe, lambda: (probe.push(TCP, [0.0, 0.0, -60.0, 0.0, 0.0, 0.0]) or fut.done()), 30.0, poll=0.1)
     finally:
@@ -670,7 +695,8 @@ def test_node_deactivate_aborts_then_rejects(nodes):
     cli = client.node.create_client(ChangeState, "/torque_controller/change_state")
     try:
         assert cli.wait_for_service(timeout_sec=30.0)
-        fut = cli.call_async(ChangeState.Request(transition=Transition(id=Transition.TRANSITION_DEACTIVATE)))
+        req = ChangeState.Request(transition=Transition(id=Transition.TRANSITION_DEACTIVATE))
+        fut = client.call(lambda: cli.call_async(req))
         st, res = client.result(h)
         assert (st, res.error_code) == (6, tg.INVALID_GOAL) and "deactivated" in res.error_string, res
         assert fut is not None     # (its response is not waited for: the goal's result says it acted)

@@ -259,8 +259,8 @@ class GoalMonitor:
             why = self._violation(self._pp, self._pv)
             if why:
                 return self.end("aborted", PATH_TOLERANCE_VIOLATED,
-                                f"path tolerance violated at {t - self.trajectory.start_time:.3f} s: {why}; "
-                                "holding the current position")
+                                f"path tolerance violated {max(end - t, 0.0):.3f} s before the last point's "
+                                f"time: {why}; holding the current position")
         self.first = False
         if before_last:
             return False
