@@ -1,7 +1,7 @@
 """What a FollowJointTrajectory goal costs: on the control thread, one ControlLoop cycle (update_state +
 step) following a trajectory with and without its GoalMonitor (path tolerances on every joint, checked
 every step), interleaved in rounds; on the executor, prepare_goal (validation, partial fill, spline)
-for goals of 10, 100 and 1000 points.  Panda, joint_impedance and computed_torque, in-process, no ROS.
+for goals of 10, 100 and 1000 points; on the control thread, once per goal, the trajectory's start.  Panda, joint_impedance and computed_torque, in-process, no ROS.
 Prints tables (microseconds per call: median, p99).
 
     .venv/bin/python bench/follow_joint_trajectory.py [--n 4000] [--rounds 5]
@@ -88,6 +88,24 @@ def main():
                 t0 = time.perf_counter()
                 tg.prepare_goal(names, sub, t, P, V, [[]] * k, [[]] * k, Q0, defaults,
                                 lower=model.lower_limits, upper=model.upper_limits)
+                times.append(time.perf_counter() - t0)
+            m, p = pct(times)
+            row.append(f"{m:.0f} / {p:.0f}")
+        print(f"| {n_points} | {row[0]} | {row[1]} |")
+    print("\nJointTrajectory.start on the control thread, once, at the step that switches to the goal (it prepends "
+          "the reference being followed) (us: median / p99)\n")
+    print("| points | positions + velocities | positions only (C2 spline) |")
+    print("|---|---|---|")
+    for n_points in (10, 100, 1000):
+        row = []
+        t, P, V = goal_args(names, n_points, rng)
+        k = len(t)
+        for vel in (V, [[]] * k):
+            times = []
+            for _ in range(max(20, 2000 // n_points)):
+                tr, _ = tg.prepare_goal(names, names, t, P, vel, [[]] * k, [[]] * k, Q0, defaults)
+                t0 = time.perf_counter()
+                tr.start(0.0, Q0 + 0.01, max_velocity=2.0, max_acceleration=5.0)
                 times.append(time.perf_counter() - t0)
             m, p = pct(times)
             row.append(f"{m:.0f} / {p:.0f}")

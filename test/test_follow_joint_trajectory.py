@@ -144,7 +144,6 @@ def test_tolerance_rules():
 
 class _Line:
     """A stand-in trajectory for the monitor: start 0, end `end`."""
-    start_time = 0.0
 
     def __init__(self, end):
         self.end_time = end

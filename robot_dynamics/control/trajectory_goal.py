@@ -214,11 +214,18 @@ class GoalMonitor:
 
     def __post_init__(self):
         n = len(self.names)
-        self.e_pos, self.e_vel = np.zeros(n), np.zeros(n)
+        self._e = np.zeros(2 * n)                  # [q_d - q; v_d - v]
+        self._y = np.zeros(2 * n)
+        self.e_pos, self.e_vel = self._e[:n], self._e[n:]
         tp, tg = self.tolerances.path, self.tolerances.goal
         self._path_on = bool(np.any(tp[:, :2] > 0))
         self._pp, self._pv = np.where(tp[:, 0] > 0, tp[:, 0], np.inf), np.where(tp[:, 1] > 0, tp[:, 1], np.inf)
         self._gp, self._gv = np.where(tg[:, 0] > 0, tg[:, 0], np.inf), np.where(tg[:, 1] > 0, tg[:, 1], np.inf)
+        # 1 / tolerance (0: not checked): every |e_i| <= tol_i when sum (e_i / tol_i)^2 <= 1, one dot product
+        # a step; the exact test only when that sum is above 1
+        self._inv_path = 1.0 / np.concatenate([self._pp, self._pv])
+        self._inv_goal = 1.0 / np.concatenate([self._gp, self._gv])
+        self._end = None
 
     @property
     def done(self):
@@ -231,7 +238,10 @@ class GoalMonitor:
         self.outcome = Outcome(status, code, message)
         return True
 
-    def _violation(self, pos_tol, vel_tol):
+    def _violation(self, pos_tol, vel_tol, inv):
+        y = np.multiply(self._e, inv, out=self._y)
+        if y.dot(y) <= 1.0:
+            return ""
         bad_p = np.abs(self.e_pos) > pos_tol
         bad_v = np.abs(self.e_vel) > vel_tol
         if not (bad_p.any() or bad_v.any()):
@@ -253,10 +263,12 @@ class GoalMonitor:
         if self.continuous is not None:
             self.e_pos[self.continuous] = wrap_angle(self.e_pos[self.continuous])
         np.subtract(v_d, v, out=self.e_vel)
-        end = self.trajectory.end_time
+        end = self._end
+        if end is None:                            # the trajectory has started (its first step)
+            end = self._end = self.trajectory.end_time
         before_last = t < end
         if (before_last or self.first) and self._path_on:
-            why = self._violation(self._pp, self._pv)
+            why = self._violation(self._pp, self._pv, self._inv_path)
             if why:
                 return self.end("aborted", PATH_TOLERANCE_VIOLATED,
                                 f"path tolerance violated {max(end - t, 0.0):.3f} s before the last point's "
@@ -264,7 +276,7 @@ class GoalMonitor:
         self.first = False
         if before_last:
             return False
-        why = self._violation(self._gp, self._gv)
+        why = self._violation(self._gp, self._gv, self._inv_goal)
         if not why:
             return self.end("succeeded", SUCCESSFUL, f"goal reached {t - end:.3f} s after the last point's time")
         gt = self.tolerances.goal_time
