@@ -509,6 +509,10 @@ class JointLaw(ControlLaw):
         self.trajectory = None
         self.info.status = "reference"
 
+    def trajectory_time(self, t):
+        """The trajectory's clock at the law's time t (behind t by what the time scaling held back)."""
+        return t - self._lag
+
     # bounds of the approach from the measured state to a trajectory's first point (see
     # JointTrajectory.start): the model's velocity limits (APPROACH_DEFAULT_VELOCITY where it has none)
     # scaled by approach_velocity_scale, and approach_acceleration

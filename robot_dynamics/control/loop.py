@@ -89,6 +89,7 @@ from .envelope import EnergyTank, SafetyEnvelope
 from .params import ENVELOPE_KEYS, SAFETY_KEYS, SIX_KEYS, TANK_KEYS, Unset, check_value, loop_param_specs
 from .safety import SafetyFilter, SafetyParams, _any
 from .trajectory import JointTrajectory
+from .trajectory_goal import INVALID_GOAL, SUCCESSFUL
 from .wrench import WrenchProcessor
 
 LEVELS = {"info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
@@ -269,6 +270,7 @@ class ControlLoop:
         self.need_reset = True
         self.pending_ref = None
         self.pending_what = "reference"
+        self.goal = None                           # the FollowJointTrajectory goal followed (GoalMonitor)
         self._tripped_since_reset = False
         self.pending_wrench = False
         self.pose_target = None
@@ -620,6 +622,7 @@ class ControlLoop:
         (the arm goes back to the reference held before it once the loop is active again)."""
         self.active = False
         self._abort_payload_run("deactivated")
+        self.end_goal("aborted", INVALID_GOAL, "the controller was deactivated")
 
     # ------------------------------------------------------------------ inputs
     def update_state(self, q, v, now, stamp=None, effort=None):
@@ -676,10 +679,13 @@ class ControlLoop:
             extra = f" ({n} more not logged since the last line)" if n else ""
             self._log(level, text + extra)
 
-    def set_reference(self, ref, what="reference", now=None):
+    def set_reference(self, ref, what="reference", now=None, goal=None):
         """A new reference, applied at the next step: JointReference / JointTrajectory (joint laws)
         or CartesianReference / CartesianTrajectory (cartesian_impedance).  Returns (ok, reason); a
-        rejection is counted as rejected.<what>."""
+        rejection is counted as rejected.<what>.  `goal`: the GoalMonitor of a FollowJointTrajectory
+        goal whose trajectory `ref` is (control/trajectory_goal.py): checked after the law every step
+        from the one that starts it.  An accepted reference ends the goal being followed (preempted, as
+        JTC aborts the running goal when a new one arrives)."""
         joint = isinstance(ref, (JointReference, JointTrajectory))
         if not self.active:
             return self.reject_reference(what, "the controller is not active", now)
@@ -704,6 +710,10 @@ class ControlLoop:
             self._abort_payload_run(f"a new {what} arrived (it is followed)", restore=False)
         else:
             return self.reject_reference(what, f"unknown reference type {type(ref).__name__}", now)
+        if self.goal is not None:
+            self.end_goal("aborted", INVALID_GOAL, f"preempted by a new {what}" +
+                          (" goal" if goal is not None else " message"), hold=False)
+        self.goal = goal
         self.pending_ref = ref
         self.pending_what = what
         self.counts[f"accepted.{what}"] += 1          # (on /diagnostics: a sender can see it arrived)
@@ -820,6 +830,7 @@ class ControlLoop:
         """Hold the current position (pose) as the reference.  (ok, message)"""
         if not self.active or not self.have_state or self.watchdog != "ok":
             return False, "not active with a valid joint state"
+        self.end_goal("aborted", INVALID_GOAL, "~/hold requested: holding the current position")
         self.pending_ref = None
         self.pose_target = None
         self.law.reset(self.state)
@@ -852,6 +863,7 @@ class ControlLoop:
             run = PayloadRun(self, self._payload_params(overrides))
         except ValueError as e:
             return False, f"refused: {e}"
+        self.end_goal("aborted", INVALID_GOAL, "a payload identification run started", hold=False)
         msg = run.start(now, self.state.t)
         self.payload_run = run
         self._log("info", f"payload identification {msg}")
@@ -873,6 +885,7 @@ class ControlLoop:
             run = DynamicsRun(self, p)
         except ValueError as e:
             return False, f"refused: {e}"
+        self.end_goal("aborted", INVALID_GOAL, "a dynamics identification run started", hold=False)
         msg = run.start(now, self.state.t)
         self.dynamics_run = run
         self._log("info" if not run.done else "warn", f"dynamics identification {msg}")
@@ -982,6 +995,7 @@ class ControlLoop:
             self._tripped_since_reset = True
             self._reset_cause = "the watchdog was tripped (no valid joint state)"
             self._abort_payload_run("watchdog tripped")
+            self.end_goal("aborted", INVALID_GOAL, f"watchdog tripped: {why}")
         self._wd_episode.occur("tripped", now, "error", lambda extra: (
             f"watchdog: {why}: publishing the safe command ({self._p['safe_command']}){extra}"), retry)
 
@@ -1008,6 +1022,7 @@ class ControlLoop:
         why = f"{self.model.joint_names[j]} at {self.v[j]:+.3f} rad/s, above {f:g} x its velocity limit {vl:g}"
         self.counts["safety.joint_speed_stops"] += 1
         self._abort_payload_run("joint speed stop", restore=False)
+        self.end_goal("aborted", INVALID_GOAL, f"joint speed stop: {why}")
         if env.enabled:
             # the envelope's stop (its damping, its repulsion: the frames stay on their side of the
             # planes while the arm stops), left by ~/resume as well
@@ -1116,6 +1131,8 @@ class ControlLoop:
                 self.law.set_reference(ref)
             except ValueError as e:
                 self.reject_reference(self.pending_what, str(e), now)
+                if self.goal is not None and self.goal.trajectory is ref:
+                    self.end_goal("aborted", INVALID_GOAL, f"the law refused the trajectory: {e}")
         for run, what in ((self.payload_run, "payload_id"), (self.dynamics_run, "dynamics_id")):
             if run is not None and run.busy:
                 try:
@@ -1142,6 +1159,8 @@ class ControlLoop:
         if self.tank.target is not None:
             self._set_stiffness(self.tank.step(self._stiffness(), self.law._e))
         tau = self.law.compute(st)
+        if self.goal is not None:
+            self._check_goal(st)
         if self.tank.capacity > 0:
             self.tank.refill(self.law.damping_power * dt)
         env_on = self.envelope.enabled
@@ -1159,6 +1178,52 @@ class ControlLoop:
         self.total_steps += 1
         return self.tau
 
+    # ------------------------------------------------------------------ FollowJointTrajectory goal
+    def _check_goal(self, st):
+        """After the law: the goal's monitor on this step's measured state and reference (its path
+        tolerance, its goal tolerance and time); a trajectory no longer followed ends the goal."""
+        g, law = self.goal, self.law
+        if g.done:
+            self.goal = None
+            return
+        if law.trajectory is not g.trajectory:
+            if self.pending_ref is not g.trajectory:       # replaced by something that did not say so
+                self.end_goal("aborted", INVALID_GOAL, "the trajectory is no longer followed")
+            return
+        if g.check(law.trajectory_time(st.t), self.q, self.v, law.q_d, law.v_d):
+            self._goal_ended(g, g.hold)
+
+    def end_goal(self, status, code, message, hold=True):
+        """End the running goal (if any) with status 'succeeded' | 'aborted' | 'canceled', its error
+        code and reason; `hold`: the arm holds the current position (JTC's set_hold_position) when the
+        goal's trajectory is being followed (not on a preemption: the new reference starts from the
+        one followed, without a jump).  The caller (the node) reports the end."""
+        g = self.goal
+        if g is not None and g.end(status, code, message):
+            self._goal_ended(g, hold)
+
+    def cancel_goal(self, goal):
+        """The client cancelled `goal`: it ends canceled and the arm holds where it is (JTC).  False if
+        it had already ended."""
+        if self.goal is not goal or goal.done:
+            return False
+        goal.end("canceled", SUCCESSFUL, "canceled: holding the current position")
+        self._goal_ended(goal, True)
+        return True
+
+    def _goal_ended(self, g, hold):
+        o = g.outcome
+        self.goal = None
+        self.counts[f"follow_joint_trajectory.{o.status}"] += 1
+        self._log("info" if o.status == "succeeded" else "warn",
+                  f"follow_joint_trajectory goal {o.status}: {o.message}")
+        if o.status == "succeeded":
+            return
+        if self.pending_ref is g.trajectory:             # not started yet: never followed
+            self.pending_ref = None
+        elif hold and self.law.trajectory is g.trajectory and self.active and self.have_state:
+            self.law.reset(self.state)                   # hold the current position
+
     def _envelope(self, tau, st, dt, now):
         """The Cartesian envelope on the law's command; a stop that starts here is logged, counted and
         ends any identification run."""
@@ -1170,6 +1235,7 @@ class ControlLoop:
             self._log("error", f"safety envelope: {env.stop_reason}: stopping the arm (damping to rest, "
                                "then holding); ~/resume to go on")
             self._abort_payload_run("safety envelope stop", restore=False)
+            self.end_goal("aborted", INVALID_GOAL, f"safety envelope stop: {env.stop_reason}")
         return tau
 
     def _envelope_sent(self, tau, prev, dt_rate):
@@ -1280,6 +1346,9 @@ class ControlLoop:
                                 f"{self._reset_cause}); holding the current position (send it again)", now)
         law.reset(self.state)
         if tripped and self.pending_ref is not None:
+            if self.goal is not None and self.goal.trajectory is self.pending_ref:
+                self.end_goal("aborted", INVALID_GOAL, f"arrived while {self._reset_cause}: not followed",
+                              hold=False)
             what, self.pending_ref = self.pending_what, None
             self.reject_reference(what, f"arrived while {self._reset_cause}: not followed; the arm holds its "
                                   "position, send it again", now)

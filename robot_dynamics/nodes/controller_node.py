@@ -72,6 +72,7 @@ from .controller_inputs import ReferenceInputs
 from .controller_outputs import Outputs
 from .controller_params import LOOP_PARAM_NAMES, all_param_specs, interface_tables_markdown, parse_xacro_args
 from .controller_services import ControllerServices
+from .follow_joint_trajectory import FollowJointTrajectoryServer
 
 # the joint-state input and the command output take their QoS from parameters (qos_*, output_qos_*).
 # QOS_SENSOR is the wrench input's.
@@ -112,13 +113,14 @@ class _Configured:
         return getattr(loop, name)
 
 
-class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
+class TorqueControllerNode(ReferenceInputs, ControllerServices, FollowJointTrajectoryServer, LifecycleNode):
     """Lifecycle torque controller; see the module docstring."""
 
     def __init__(self, node_name="torque_controller", **kwargs):
         super().__init__(node_name, **kwargs)
         self._specs = {s.name: s for s in all_param_specs()}
         declare_all(self, self._specs.values())
+        self._fjt_declare()                    # constraints.<joint>.* (FollowJointTrajectory)
         self._lock = threading.RLock()
         self._log = self.get_logger()
         self.c = None                          # _Configured while configured
@@ -447,6 +449,7 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
             warm_type_supports()
             self._warm = True
         self.c = c
+        self._fjt_configure(c)                     # ~/follow_joint_trajectory (joint laws, control_msgs)
 
     # parameters of rclpy itself or of the middleware, which a params file may carry for this node
     FOREIGN_PARAMS = ("use_sim_time", "qos_overrides.", "start_type_description_service")
@@ -513,6 +516,8 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
             path.stop()
 
     def _teardown(self):
+        if self.c is not None:
+            self._fjt_teardown()
         c, self.c = self.c, None
         self.active = False
         if c is None:
