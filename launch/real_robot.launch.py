@@ -37,6 +37,7 @@ from launch_ros.actions import Node
 
 PACKAGE = "robot_dynamics"
 ROBOTS = ("panda", "ur5e", "kinova")
+BOOLS = ("true", "false")
 CONTROLLERS = ("gravity_compensation", "computed_torque", "joint_impedance", "cartesian_impedance")
 CONTROLLER_CONFIG = "{robot}_{controller}.yaml"          # in config/
 # Robots whose own controller already adds gravity to a torque command (libfranka compensates the
@@ -90,7 +91,7 @@ def generate_launch_description():
         DeclareLaunchArgument("robot_description", default_value="",
                               description="URDF text of the real robot (default: the driver's, on "
                                           "/robot_description)"),
-        DeclareLaunchArgument("fallback_model", default_value="false", choices=["true", "false"],
+        DeclareLaunchArgument("fallback_model", default_value="false", choices=list(BOOLS),
                               description="true: without a description, the parameters file's "
                                           "example-robot-data model (a WARN says so); false: wait for the "
                                           "driver's"),
