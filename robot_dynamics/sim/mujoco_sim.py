@@ -281,6 +281,16 @@ class MujocoSim:
         """Joint effort the motors applied during the last step (after effort-limit clamping)."""
         return self.d.qfrc_actuator[self._dadr].copy()
 
+    def braking_torque(self, time_constant):
+        """The effort that brings the arm to rest as a driver's stop does: tau = bias(q, v) - M(q) v / T
+        (MuJoCo's own gravity and Coriolis terms compensated, every joint speed decaying as exp(-t / T)
+        with the motion decoupled by M).  Passive: with it, dKE/dt = -v' M v / T <= 0 (before the
+        effort limits clip it).  Model order."""
+        m, d = self.m, self.d
+        mv = np.zeros(m.nv)
+        mujoco.mj_mulM(m, d, mv, d.qvel)
+        return (d.qfrc_bias - mv / float(time_constant))[self._dadr]
+
     def step(self, tau, n=1):
         """Apply `tau` (model order, N m | N) for `n` steps of dt."""
         tau = np.asarray(tau, dtype=float)
