@@ -80,6 +80,9 @@ from .wrench import WrenchProcessor
 
 LEVELS = {"info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
 OK, WARN, ERROR = 0, 1, 2          # diagnostic levels (diagnostic_msgs/DiagnosticStatus bytes)
+# with max_pos_error / max_rot_error off, a Cartesian target farther than this from the frame's pose
+# is stepped to at the full stiffness: a WARN says so (set_reference)
+FAR_UNCLIPPED_POS, FAR_UNCLIPPED_ROT = 0.1, 0.5     # m, rad
 
 
 def _python_log(level, text):
@@ -613,10 +616,17 @@ class ControlLoop:
         if isinstance(ref, CartesianTrajectory):
             if not self.cartesian:
                 return self.reject_reference(what, f"{self.law_name} takes no Cartesian trajectory", now)
+            far = self._beyond_reach(ref.positions)
+            if far:
+                return self.reject_reference(what, far, now)
             self.pose_target = None                  # the law keeps its wrench reference
         elif isinstance(ref, CartesianReference):
             if not self.cartesian:
                 return self.reject_reference(what, f"{self.law_name} takes no Cartesian reference", now)
+            far = self._beyond_reach(np.reshape(np.asarray(ref.p, dtype=float), (1, -1)))
+            if far:
+                return self.reject_reference(what, far, now)
+            self._far_target(what, ref.R, ref.p, now)
             self.pose_target = (np.array(ref.R, dtype=float), np.array(ref.p, dtype=float))
             if ref.wrench is None and self.wrench_target is not None:
                 ref = dataclasses.replace(ref, wrench=self.wrench_target)   # keeps twist and accel
@@ -630,6 +640,55 @@ class ControlLoop:
         self.pending_what = what
         self.counts[f"accepted.{what}"] += 1          # (on /diagnostics: a sender can see it arrived)
         return True, ""
+
+    def _beyond_reach(self, points):
+        """The reason to refuse Cartesian target points (N x 3, base frame) one of which is beyond the
+        law frame's reach bound (control/reach.py: the URDF's link lengths from the first joint's axis
+        origin, + REACH_MARGIN), or "" when all are within it (or the points are malformed: the law
+        says so)."""
+        from .reach import REACH_MARGIN, reach_bound
+        frame = self.law.frame
+        if getattr(self, "_reach", (None,))[0] != frame:
+            try:
+                self._reach = (frame, *reach_bound(self.model, frame))
+            except ValueError:
+                self._reach = (frame, None, math.inf)
+        _, origin, length = self._reach
+        P = np.asarray(points, dtype=float)
+        if origin is None or P.ndim != 2 or P.shape[1] != 3 or not np.all(np.isfinite(P)):
+            return ""
+        d = np.linalg.norm(P - origin, axis=1)
+        k = int(np.argmax(d))
+        if d[k] <= length + REACH_MARGIN:
+            return ""
+        where = f"point {k} " if len(P) > 1 else ""
+        return (f"{where}({', '.join(f'{x:.3f}' for x in P[k])}) m out of reach for {frame!r}: "
+                f"{d[k]:.3f} m from the first joint's axis origin, beyond the reach bound {length:.3f} m "
+                f"(the URDF's link lengths) + {REACH_MARGIN} m margin; the arm keeps its present target")
+
+    def _far_target(self, what, R, p, now):
+        """WARN (throttled) when an accepted pose target is farther from the law frame's present pose
+        than max_pos_error / max_rot_error: it is approached with the pose error clipped (or, with the
+        clipping off, stepped to at the full stiffness: said too)."""
+        if not self.have_state:
+            return
+        frame = self.law.frame
+        Rn, pn = self.gravity_backend.frame_placement(self.q, frame)
+        dp = float(np.linalg.norm(np.asarray(p, dtype=float) - pn))
+        c = (np.trace(np.asarray(R, dtype=float) @ np.asarray(Rn).T) - 1.0) / 2.0
+        dr = float(math.acos(min(1.0, max(-1.0, c))))
+        lp = self.law.params
+        mp, mr = lp.get("max_pos_error", 0.0), lp.get("max_rot_error", 0.0)
+        if (mp > 0.0 and dp > mp) or (mr > 0.0 and dr > mr):
+            self.counts["far_targets"] += 1
+            self._log_throttled(f"far.{what}", "warn", (
+                f"{what}: {dp:.3f} m, {dr:.3f} rad from {frame!r} (max_pos_error {mp} m, max_rot_error {mr} "
+                f"rad): approached with the pose error clipped"), now)
+        elif (mp <= 0.0 and dp > FAR_UNCLIPPED_POS) or (mr <= 0.0 and dr > FAR_UNCLIPPED_ROT):
+            self.counts["far_targets"] += 1
+            self._log_throttled(f"far.{what}", "warn", (
+                f"{what}: {dp:.3f} m, {dr:.3f} rad from {frame!r} with the pose error clipping off "
+                f"(max_pos_error {mp}, max_rot_error {mr}): the law pulls at its full stiffness"), now)
 
     def set_target_wrench(self, w, what="target_wrench", now=None):
         """cartesian_impedance: the feed-forward wrench [f; n] the robot exerts, base-frame axes."""
