@@ -11,7 +11,8 @@ the plant's own joint speeds (MuJoCo).  Per target, over FOLLOW seconds of simul
   count) and the arm ends at rest;
 - every joint within its URDF position limits (up to the sim's end-stop overshoot, test_sim.py);
 - a WARN (or ERROR) line that names the cause: the target out of reach (frame, distance, bound), or
-  the target approached with its pose error clipped, or the speed stop.
+  the target approached with its pose error clipped, or the speed stop; and the loop's diagnostics()
+  (the node's /diagnostics status) at WARN or ERROR at the end.
 Watched fail on the configs before issue 42 (max_pos_error, joint_speed_stop unset): see the report.
 """
 import xml.etree.ElementTree as ET
@@ -113,6 +114,8 @@ def test_far_targets_are_refused_or_approached_within_the_limits(robot, target):
     assert r["speed_ratio"] <= 1.0 or (r["stops"] > 0 and r["end_speed"] < AT_REST), \
         f"{robot} {target}: joint speed {r['speed_ratio']:.2f} x the URDF limit"
     assert r["past"] < LIMIT_SLACK, f"{robot} {target}: {r['past']:.4f} rad past a URDF limit"
+    level, message, _ = r["loop"].diagnostics()
+    assert level >= 1, f"{robot} {target}: diagnostics {level} {message!r}"     # WARN (or ERROR: a stop)
     if target == "out_of_reach":
         assert not r["ok"], f"{robot}: a target at {r['goal']} accepted"
         assert any(r["frame"] in w and "reach" in w for w in warns), warns
