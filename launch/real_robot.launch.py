@@ -7,9 +7,10 @@ interface_name: effort) and a joint_state_broadcaster.
         command_topic:=/forward_effort_controller/commands wrench_topic:=/force_torque_sensor_broadcaster/wrench
 
 The robot description comes from the driver: the controller reads the `robot_description` parameter
-(passed here from the `robot_description` launch argument if given) or, in the parameters file, the
-example-robot-data model.  On a real UR5e use the driver's description (ur_robot_driver publishes it),
-never the simulation's UR5 URDF.
+(passed here from the `robot_description` launch argument if given) or the /robot_description topic
+the driver publishes.  Without either, configure is refused with an ERROR saying how to pass one;
+example-robot-data's model is used only when named (`fallback_robot:=panda`), with a WARN.  On a
+real UR5e use the driver's description (ur_robot_driver publishes it), never the simulation's UR5 URDF.
 
 Arguments:
   robot, controller, config     as in sim.launch.py (config/<robot>_<controller>.yaml by default)
@@ -17,7 +18,8 @@ Arguments:
   command_topic                 default /effort_controller/commands
   wrench_topic                  default /ft_sensor/wrench
   namespace                     push the controller into a namespace (multi-robot set-ups)
-  robot_description             URDF text of the real robot ('' : from the parameters file)
+  robot_description             URDF text of the real robot ('' : the driver's /robot_description)
+  fallback_robot                example-robot-data model used without a description ('' : refuse)
   compensate_gravity            auto (default: off on the Panda, whose libfranka torque interface already
                                 compensates gravity; on for UR and Kinova), true or false
   autostart                     configure + activate at start-up (default false on hardware: activate
@@ -45,10 +47,13 @@ def _nodes(context):
     share = get_package_share_directory(PACKAGE)
     lc = {k: LaunchConfiguration(k).perform(context) for k in (
         "robot", "controller", "config", "joint_states_topic", "command_topic", "wrench_topic",
-        "namespace", "robot_description", "autostart", "compensate_gravity")}
+        "namespace", "robot_description", "autostart", "compensate_gravity", "fallback_robot")}
     config = lc["config"] or os.path.join(
         share, "config", CONTROLLER_CONFIG.format(robot=lc["robot"], controller=lc["controller"]))
-    overrides = {"autostart": lc["autostart"].lower() in ("1", "true", "yes", "on")}
+    overrides = {"autostart": lc["autostart"].lower() in ("1", "true", "yes", "on"),
+                 # example-robot-data's model only when the user names it (issue 42): the config's
+                 # `robot` (the sim's stand-in) is cleared, so a missing description refuses configure
+                 "robot": lc["fallback_robot"]}
     if lc["robot_description"]:
         overrides["robot_description"] = lc["robot_description"]
     cg = lc["compensate_gravity"].lower()
@@ -79,8 +84,12 @@ def generate_launch_description():
         DeclareLaunchArgument("command_topic", default_value="/effort_controller/commands"),
         DeclareLaunchArgument("wrench_topic", default_value="/ft_sensor/wrench"),
         DeclareLaunchArgument("namespace", default_value=""),
+        DeclareLaunchArgument("fallback_robot", default_value="",
+                              description="example-robot-data model used when no robot description comes "
+                                          "(e.g. panda; a stand-in, not your arm's URDF; '' : refuse to "
+                                          "configure without a description)"),
         DeclareLaunchArgument("robot_description", default_value="",
-                              description="URDF text of the real robot (default: from the config file)"),
+                              description="URDF text of the real robot (default: the driver's /robot_description)"),
         DeclareLaunchArgument("compensate_gravity", default_value="auto",
                               description="add g(q): auto = off for robots whose driver compensates "
                                           "gravity itself (Franka), on otherwise; true / false to force"),
