@@ -92,3 +92,65 @@ def test_sigkilled_controller_leaves_the_arm_at_rest_within_limits(ros, model, t
     assert t_rest < REST_WITHIN, f"still moving {t_rest:.3f} s after the kill (peak {speed.max():.3f} rad/s)"
     assert past < LIMIT_SLACK, f"{past:.4f} rad past a URDF limit"
     assert "braking the arm to rest" in sim_log, sim_log[-2000:]
+
+
+def test_sim_timeout_stop_holds_reports_and_releases_to_a_live_controller(ros, model, tmp_path):
+    """The sim node alone, commands from this test: a gravity command with a push on joint 1, then
+    silence.  The sim brakes the arm to rest and holds it (every joint speed exactly 0 on
+    /joint_states, the position constant), says so (WARN in its log, /diagnostics WARN 'command
+    timeout'); commands again (the gravity torque of the held pose, Pinocchio's) open the brakes once
+    they have settled (its log) and /diagnostics is OK again."""
+    from diagnostic_msgs.msg import DiagnosticArray
+    from robot_dynamics.dynamics import PinocchioBackend
+    from robot_dynamics.nodes.processes import SIM_OVERRIDES, config_path
+    dyn = PinocchioBackend(model)
+    procs = NodeProcesses(log_dir=tmp_path)
+    probe = Probe(joints=model.joint_names, name="timeout_probe")
+    diag = {}
+    probe.create_subscription(DiagnosticArray, "/diagnostics", lambda m: diag.update(
+        {s.name: (s.level, s.message) for s in m.status if s.name.startswith("mujoco_sim")}), 10)
+
+    def sim_diag():
+        return next(iter(diag.values()), (None, ""))
+
+    def publish_for(tau_fn, seconds):
+        t_end = time.monotonic() + seconds
+        while time.monotonic() < t_end:
+            procs.check_alive()
+            q, _ = probe.snapshot()
+            probe.publish_command(tau_fn(q))
+            time.sleep(0.01)
+    try:
+        sim = procs.start("robot_dynamics.nodes.sim_node", name="mujoco_sim",
+                          params_files=[config_path("sim_panda.yaml")], params=dict(SIM_OVERRIDES))
+        probe.start()
+        assert probe.wait_for(lambda: probe.q is not None, START_TIMEOUT, check=procs.check_alive)
+        q0, _ = probe.snapshot()
+        g0 = np.array(dyn.gravity(q0))
+        publish_for(lambda q: g0, 0.5)                           # brakes open (settled command)
+        push = np.zeros(model.nv)
+        push[0] = 5.0
+        publish_for(lambda q: np.array(dyn.gravity(q)) + push, 0.3)
+        assert probe.wait_for(lambda: abs(probe.v[0]) > 0.05, 5.0), "the push did not move the arm"
+        # silence: the controller is gone
+        assert probe.wait_for(lambda: "braking the arm to rest" in procs.log(sim), 10.0), procs.log(sim)[-2000:]
+        assert probe.wait_for(lambda: np.all(probe.v == 0.0), 10.0), "not held at rest"
+        q_hold, _ = probe.snapshot()
+        time.sleep(0.5)
+        with probe.lock:
+            tail = [(q, v) for _, _, q, v, _ in probe.js_log[-100:]]
+        assert all(np.all(v == 0.0) and np.array_equal(q, q_hold) for q, v in tail), "the hold moved"
+        assert probe.wait_for(lambda: sim_diag()[0] == b"\x01" and "command timeout" in sim_diag()[1], 10.0), \
+            sim_diag()
+        # a live controller again: the gravity torque of the held pose, until the brakes open
+        g_hold = np.array(dyn.gravity(q_hold))
+        publish_for(lambda q: g_hold, 0.5)
+        assert probe.wait_for(lambda: "brakes released after the command-timeout stop" in procs.log(sim), 10.0)
+        t_end = time.monotonic() + 10.0
+        while time.monotonic() < t_end and sim_diag()[0] != b"\x00":
+            publish_for(lambda q: g_hold, 0.2)
+        assert sim_diag()[0] == b"\x00", sim_diag()
+    finally:
+        probe.stop()
+        probe.destroy_node()
+        procs.stop_all()
