@@ -28,6 +28,8 @@ from robot_dynamics.description import LAUNCH_ROBOTS
 from robot_dynamics.dynamics import Model
 from robot_dynamics.sim import MujocoSim
 
+pytestmark = pytest.mark.slow
+
 CONFIG = Path(__file__).resolve().parents[1] / "config"
 DT = 1e-3
 SETTLE = 0.7             # s before the target (the config's 0.5 s start ramp)

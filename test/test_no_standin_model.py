@@ -13,6 +13,8 @@ from lifecycle_msgs.msg import Transition  # noqa: E402
 from test_controller_node import Rig  # noqa: E402
 
 
+pytestmark = pytest.mark.slow
+
 class Recorder:
     """The node's logger, with what it said at WARN / ERROR kept."""
 
