@@ -702,7 +702,7 @@ class ControlLoop:
         dp = float(np.linalg.norm(np.asarray(p, dtype=float) - pn))
         c = (np.trace(np.asarray(R, dtype=float) @ np.asarray(Rn).T) - 1.0) / 2.0
         dr = float(math.acos(min(1.0, max(-1.0, c))))
-        lp = self.law.params
+        lp = self.law._params                   # (not .params: no copy, this runs under the node's lock)
         mp, mr = lp.get("max_pos_error", 0.0), lp.get("max_rot_error", 0.0)
         if (mp > 0.0 and dp > mp) or (mr > 0.0 and dr > mr):
             self.counts["far_targets"] += 1
