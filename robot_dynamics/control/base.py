@@ -510,10 +510,20 @@ class JointLaw(ControlLaw):
     approach_velocity_scale = 1.0
     approach_acceleration = 5.0         # rad/s^2 | m/s^2
 
-    def approach_bounds(self):
+    # set by the caller (ControlLoop): q -> (max_velocity, max_acceleration) per joint or None, the
+    # bounds that keep the torque-rate limit unsaturated while the approach is followed
+    approach_cap = None
+
+    def approach_bounds(self, q=None):
         vl = np.array(self.model.velocity_limits, dtype=float)
         vl = np.where(np.isfinite(vl) & (vl > 0), vl, self.APPROACH_DEFAULT_VELOCITY)
-        return {"max_velocity": vl * self.approach_velocity_scale, "max_acceleration": self.approach_acceleration}
+        vmax = vl * self.approach_velocity_scale
+        amax = np.full(self.nv, float(self.approach_acceleration))
+        cap = None if self.approach_cap is None or q is None else self.approach_cap(q)
+        if cap is not None:
+            vmax = np.minimum(vmax, cap[0])
+            amax = np.minimum(amax, cap[1])
+        return {"max_velocity": vmax, "max_acceleration": amax}
 
     def _desired(self, state, q, v):
         """(q_d, v_d, a_d) for this cycle; also fills info.reference / info.error and the error
@@ -524,7 +534,7 @@ class JointLaw(ControlLaw):
         if tr is not None:
             if not tr.started:               # from the reference being followed (held: the state
                 tr.start(state.t, self.q_d, self.v_d, a0=self.a_d,  # at activation), so nothing jumps
-                         continuous=self.continuous, **self.approach_bounds())
+                         continuous=self.continuous, **self.approach_bounds(q))
             sc = self.time_scale
             if self._t_prev is not None and (sc != 1.0 or self._lag):
                 self._lag += (1.0 - sc) * (state.t - self._t_prev)

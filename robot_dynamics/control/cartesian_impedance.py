@@ -295,9 +295,19 @@ class CartesianImpedance(ControlLaw):
             self._integral[:] = 0.0           # a new force reference: start its integral afresh
         self.wrench_d[:] = wr
 
+    # set by the caller (ControlLoop, set-point shaping): () -> (jump_pos, jump_rot, v_lin, v_ang) or None:
+    # the pose steps the torque-rate limit passes without saturating, and the approach speeds that keep
+    # it unsaturated (see ControlLoop._cartesian_cap)
+    shaping = None
+
     def _jump(self, R, p):
-        """The new pose is farther than target_jump_pos / _rot from the current desired pose."""
+        """The new pose is farther than target_jump_pos / _rot from the current desired pose (or than the
+        step set-point shaping allows, when it is on)."""
         jp, jr = self._params["target_jump_pos"], self._params["target_jump_rot"]
+        cap = self.shaping() if self.shaping is not None else None
+        if cap is not None:
+            jp = cap[0] if jp <= 0.0 else min(jp, cap[0])
+            jr = cap[1] if jr <= 0.0 else min(jr, cap[1])
         if (jp <= 0.0 and jr <= 0.0) or self.R_d is None:
             return False
         far_p = jp > 0.0 and float(np.linalg.norm(p - self.p_d)) > jp
@@ -306,7 +316,11 @@ class CartesianImpedance(ControlLaw):
 
     def approach_bounds(self):
         p = self._params
-        return {"max_velocity": (p["approach_linear_velocity"], p["approach_angular_velocity"]),
+        v = (p["approach_linear_velocity"], p["approach_angular_velocity"])
+        cap = self.shaping() if self.shaping is not None else None
+        if cap is not None:
+            v = (min(v[0], cap[2]), min(v[1], cap[3]))
+        return {"max_velocity": v,
                 "max_acceleration": (p["approach_linear_acceleration"], p["approach_angular_acceleration"])}
 
     def _desired(self, t):

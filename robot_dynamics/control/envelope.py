@@ -51,11 +51,17 @@ force limit again.  Who wins when they conflict:
   harder.  The force limit is about what the arm does to what it touches (a person pushing it out of a
   box must not be pushed back harder than that); the stop answers a frame held out;
 - the effort limits over everything (the law's share is scaled back first).
-7. stop: a violation (a frame outside a plane, or faster than 1.05 x its limit) lasting stop_time
-   becomes a controlled stop: the law's command is replaced by g(q) - D v (damping to rest) plus the
-   repulsion of 3., then, once every joint is below rest_velocity, a hold K (q_rest - q) - D v + g(q)
-   at the rest position (re-taken while a frame is still outside, so the hold never fights the
-   repulsion).  Only resume() leaves it (the loop then restarts the law without a jump).
+7. stop: violations (a frame outside a plane, or faster than 1.05 x its limit) adding up to stop_time
+   become a controlled stop.  The time counts while violated and leaks away at STOP_LEAK x dt while
+   not, so an arm that keeps crossing a plane in short stretches is stopped too: outside a fraction f
+   of the time with f > STOP_LEAK / (1 + STOP_LEAK) = 20 %, it is stopped after about
+   stop_time / (f - (1 - f) STOP_LEAK) (an unbroken violation: after stop_time, as before).  The
+   law's command is replaced by g(q) - D v (damping to rest) plus the repulsion of 3., then, once
+   every joint is below rest_velocity, a hold K (q_rest - q) - D v + g(q) at the rest position
+   (re-taken while a frame is still outside, so the hold never fights the repulsion), K at most
+   STOP_HOLD_RATE^2 M_ii per joint (a hold's natural frequency within 40 rad/s: stop_stiffness 1000
+   on the Panda's wrist diverged).  Only resume() leaves it (the loop then restarts the law without
+   a jump).
 
 Cost on the Panda with 3 frames and 6 planes: one forward kinematics and the clearances when nothing
 is near a limit; Jacobians, M and the small LCP only when something is (bench/envelope.py).  Per active
@@ -80,6 +86,8 @@ SPEED_BAND = 0.9          # the speed rows start at this fraction of the limit
 SPEED_STOP = 1.05         # above this fraction of the limit for stop_time: a stop
 PREDICT = 2.0             # steps ahead the speed is extrapolated to decide whether the speed rows act
 STOP_DAMPING_STEP = 0.5  # the stop's joint damping at most this x M_ii / dt (discrete-time stable)
+STOP_LEAK = 0.25         # the violation time shrinks at this x dt while nothing is violated (see 7.)
+STOP_HOLD_RATE = 40.0    # rad/s: the stop's hold stiffness at most this^2 x M_ii per joint
 APPROACH_SPEED = 0.02     # m/s: enforce() requires a plane's repulsion in full from this approach speed
 DAMPING_RAMP = 0.25       # the approach damping ramps in over this fraction of the margin (continuous)
 LCP_ENUMERATE = 3         # up to this many rows the LCP is solved by enumerating its active sets
@@ -612,7 +620,8 @@ class SafetyEnvelope:
         p = self._p
         self._violated = self.min_clearance < 0.0 or self.speed_ratio > SPEED_STOP
         if not self._violated:
-            self.violation_time = 0.0
+            if dt > 0 and math.isfinite(dt):               # cumulative: leaks away while inside
+                self.violation_time = max(self.violation_time - STOP_LEAK * dt, 0.0)
             return
         if self.min_clearance < 0.0:
             i, j = np.unravel_index(int(np.argmin(S)), S.shape)
@@ -640,7 +649,8 @@ class SafetyEnvelope:
         if self.state == "stopped":
             if self.min_clearance < 0.0 or self.q_rest is None:
                 self.q_rest = np.array(q, dtype=float)       # outside: the repulsion brings it in first
-            return p.stop_stiffness * (self.q_rest - q) - d * v
+            k = np.minimum(p.stop_stiffness, STOP_HOLD_RATE * STOP_HOLD_RATE * M.diagonal())
+            return k * (self.q_rest - q) - d * v
         return -d * v
 
     def stop(self, reason):

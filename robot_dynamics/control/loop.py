@@ -42,8 +42,20 @@ model order; the caller maps names and converts messages.
     ok, msg = loop.payload_status()         # loop.payload_estimate, attached by
     ok, msg = loop.attach_payload_estimate();  ok, msg = loop.detach_payload_estimate()
 
-`now` is a monotonic time [s] from the caller (the node's clock, the robot's time, a test's fake
-clock); `t` is the law's time (trajectories), default `now`.
+Two clocks, each with one job.  `t` is the control clock (the node's ROS clock: sim time under
+use_sim_time; the robot's time on the Franka; default `now`): the laws' time (trajectories) and every
+stage's dt (the law's, the torque-rate limit's, the start and resume ramps', the envelope's timers and
+damping, the energy tank's), so a lockstep plant run faster or slower than real time gets the same
+commands (test_setpoint_shaping.py).  `now` is the steady clock [s] (monotonic, from the caller): only
+the watchdog and the log throttling run on it (a dead driver or a stalled caller is a wall-clock event).
+
+Set-point shaping (`setpoint_shaping`, on by default): a joint set-point (a JointReference without
+velocity or acceleration: ~/target_joint_state) is approached on a rest-to-rest quintic from the
+reference being followed, its speed and acceleration per joint bounded so that the law's torque change
+K_j v_j (D_j a_j) stays within half the torque-rate limit (and the speed within the velocity limits):
+a step no longer saturates the rate limit, whose lag inside the loop turned the shipped Panda joint
+impedance into a limit cycle (a -0.6 rad step of joint 1: 26.7 x the velocity limit; now 0.59 x,
+bench/setpoint_steps.py).  The same bounds apply to the approach of a trajectory's first point.
 
 Supervisor: the watchdog trips when `now - last valid state > watchdog_timeout`, and also when two
 control steps are more than watchdog_timeout apart (a stall of the caller); while tripped (or while
@@ -70,7 +82,7 @@ from collections import defaultdict
 import numpy as np
 
 from ..dynamics import make_backend
-from .base import CartesianReference, JointReference, State, check_vector
+from .base import CartesianReference, JointReference, State, as_vec, check_vector
 from .cartesian_trajectory import CartesianTrajectory
 from .envelope import EnergyTank, SafetyEnvelope
 from .params import ENVELOPE_KEYS, SAFETY_KEYS, SIX_KEYS, TANK_KEYS, Unset, check_value, loop_param_specs
@@ -232,6 +244,10 @@ class ControlLoop:
             raise ValueError(f"{self.law_name} parameters: {e}") from None
         self.period = 1.0 / p["update_rate"]
         self.safety = SafetyFilter(m, self._safety_params(p))
+        if hasattr(self.law, "approach_cap"):
+            self.law.approach_cap = self._approach_cap
+        if hasattr(self.law, "shaping"):
+            self.law.shaping = self._cartesian_cap
         self.envelope = SafetyEnvelope(m, {ENVELOPE_KEYS[k]: self._envelope_value(k, p[k]) for k in ENVELOPE_KEYS})
         self._tank_keys = TANK_KEYS.get(self.law_name, ())
         self.tank = EnergyTank(p["safety.tank_capacity"] if self._tank_keys else 0.0)
@@ -269,7 +285,8 @@ class ControlLoop:
         self.wrench_raw = None
         self.wrench_raw_frame = ""
         self.wrench_time = -math.inf
-        self.last_step = None                      # `now` of the last step (the laws' dt)
+        self.last_step = None                      # `now` of the last step (the watchdog's stall check)
+        self.last_t = None                         # control-clock time of the last law step (every dt)
         self.last_pub = None                       # when the last command left (the rate limit's dt)
         self.safe_reached = False
         self.waiting_logged = False
@@ -552,6 +569,7 @@ class ControlLoop:
         self.watchdog = "waiting"
         self.speed_stop = ""
         self.last_step = None
+        self.last_t = None
         self.last_pub = None
         self.safe_reached = False
         self.active = True
@@ -658,6 +676,11 @@ class ControlLoop:
         elif joint:
             if self.cartesian:
                 return self.reject_reference(what, f"{self.law_name} takes no joint reference", now)
+            if isinstance(ref, JointReference) and self._p["setpoint_shaping"]:
+                try:
+                    ref = self._shaped(ref)
+                except ValueError as e:
+                    return self.reject_reference(what, str(e), now)
             self._abort_payload_run(f"a new {what} arrived (it is followed)", restore=False)
         else:
             return self.reject_reference(what, f"unknown reference type {type(ref).__name__}", now)
@@ -718,6 +741,76 @@ class ControlLoop:
             self._log_throttled(f"far.{what}", "warn", (
                 f"{what}: {dp:.3f} m, {dr:.3f} rad from {frame!r} with the pose error clipping off "
                 f"(max_pos_error {mp}, max_rot_error {mr}): the law pulls at its full stiffness"), now)
+
+    SHAPING_RATE_SHARE = 0.5       # of the torque-rate limit, for a shaped set-point's speed (and again
+                                   # for its acceleration through the damping)
+    SHAPING_VELOCITY_SHARE = 0.8   # of each joint's velocity limit, for the approach's peak speed (room
+                                   # for the tracking error)
+
+    def _shaped(self, ref):
+        """A set-point (no velocity, no acceleration) -> a one-point JointTrajectory, approached from the
+        reference being followed within the law's approach bounds (see _approach_cap); a reference with
+        a velocity or an acceleration (a streamed trajectory) is passed on as it is.  ValueError for a
+        position outside the joint limits (as a trajectory's points)."""
+        n = self.n
+        v = as_vec(ref.v, n, "reference v")
+        a = as_vec(ref.a, n, "reference a")
+        if np.any(v) or np.any(a):
+            return ref
+        q = as_vec(ref.q, n, "reference q")
+        return JointTrajectory([0.0], q[None, :], lower=self.model.lower_limits, upper=self.model.upper_limits)
+
+    def _approach_cap(self, q):
+        """(max_velocity, max_acceleration) per joint for the approach of a trajectory's first point and a
+        shaped set-point: the law's torque change from following the approach at speed v_j is about
+        K_j v_j (+ D_j a_j), K_j the law's stiffness on joint j (joint impedance: k_j; computed torque:
+        M_jj kp_j), D_j its damping (2 zeta sqrt(k_j M_jj); M_jj kd_j): each kept at SHAPING_RATE_SHARE of
+        the torque-rate limit, so following the approach leaves the limit unsaturated; the speed also within
+        SHAPING_VELOCITY_SHARE of the velocity limits.  None when
+        set-point shaping is off or the law has no such gains."""
+        if not self._p["setpoint_shaping"]:
+            return None
+        law = self.law
+        m = np.diagonal(self.gravity_backend.mass_matrix(q))
+        if hasattr(law, "kp"):                         # computed torque
+            k, d = m * law.kp, m * law.kd
+        elif hasattr(law, "k"):                        # joint impedance
+            k = np.asarray(law.k, dtype=float)
+            d = law.d if law.d is not None else law._two_zeta * np.sqrt(k * m)
+            d = np.asarray(d, dtype=float)
+        else:
+            return None
+        share = self.SHAPING_RATE_SHARE * np.broadcast_to(np.asarray(self.safety.rate, dtype=float), (self.n,))
+        vl = np.asarray(self.model.velocity_limits, dtype=float)
+        vl = np.where(np.isfinite(vl) & (vl > 0), self.SHAPING_VELOCITY_SHARE * vl, np.inf)
+        with np.errstate(divide="ignore"):
+            vcap = np.minimum(np.where(k > 0, share / np.maximum(k, 1e-300), np.inf), vl)
+            acap = np.where(d > 0, share / np.maximum(d, 1e-300), np.inf)
+        return vcap, acap
+
+    SHAPING_STEP_TIME = 0.01       # s: a pose step whose spring torque the rate limit passes in this
+                                   # time (at SHAPING_RATE_SHARE) is stepped to; a larger one approached
+
+    def _cartesian_cap(self):
+        """Set-point shaping for the Cartesian law, at the last valid q: (jump_pos [m], jump_rot [rad],
+        v_lin [m/s], v_ang [rad/s]).  A pose step dp changes joint j's spring torque by about
+        k_pos |J_lin,j| dp (k_rot |J_ang,j| for a rotation; k the largest of the law's three): the step is
+        approached when that exceeds SHAPING_RATE_SHARE x the rate limit x SHAPING_STEP_TIME, and the
+        approach's speeds keep k |J| v at half that share each (linear and angular).  Streamed poses
+        (a 100 Hz stream of a path) move far less per message and are followed as sent.  None when
+        shaping is off or no state has arrived."""
+        if not self._p["setpoint_shaping"] or not self.have_state:
+            return None
+        law = self.law
+        J = np.asarray(self.gravity_backend.frame_jacobian(self.q, law.frame), dtype=float)
+        jl = float(np.max(np.linalg.norm(J[:3], axis=0)))
+        ja = float(np.max(np.linalg.norm(J[3:], axis=0)))
+        kp, kr = float(np.max(law.K[:3])), float(np.max(law.K[3:]))
+        share = self.SHAPING_RATE_SHARE * float(np.min(self.safety.rate))
+        big = 1e300
+        tp = share / max(kp * jl, 1e-300) if kp > 0 else big
+        tr = share / max(kr * ja, 1e-300) if kr > 0 else big
+        return tp * self.SHAPING_STEP_TIME, tr * self.SHAPING_STEP_TIME, 0.5 * tp, 0.5 * tr
 
     def set_target_wrench(self, w, what="target_wrench", now=None):
         """cartesian_impedance: the feed-forward wrench [f; n] the robot exerts, base-frame axes."""
@@ -1018,11 +1111,15 @@ class ControlLoop:
 
     def _control(self, now, t):
         """state -> law -> safety filter (the watchdog has passed)."""
-        dt = 0.001 if self.last_step is None else min(max(now - self.last_step, 1e-6), 0.1)
+        # One clock for the cycle: every stage's dt (the law's, the rate limit's, the ramps', the
+        # envelope's timers, the energy tank's) is the period of the control clock `t` (the node's clock:
+        # sim time under use_sim_time; the robot's time on the Franka).  Only the watchdog runs on
+        # `now` (the steady clock: a dead driver is a wall-clock event).
+        tc = now if t is None else t
+        dt = self.period if self.last_t is None else min(max(tc - self.last_t, 1e-6), 0.1)
+        self.last_t = tc
         self.last_step = now
-        # the rate limit counts from when the last command left (the filter bounds it by one
-        # command period anyway)
-        dt_rate = 0.001 if self.last_pub is None else min(max(now - self.last_pub, 1e-6), 0.1)
+        dt_rate = dt
         self.last_pub = now
         if self.watchdog != "ok":
             if self.watchdog == "tripped":
@@ -1168,7 +1265,7 @@ class ControlLoop:
         frame = self._p["ik.frame"] or self.model.frame_names[-1]
         self.model.check_frame(frame)
         conv = getattr(self, "_ik_ref", None)
-        a_max = self.law.approach_bounds()["max_acceleration"]
+        a_max = float(np.min(self.law.approach_bounds()["max_acceleration"]))
         if conv is None or conv.frame != frame or conv.min_sv != self._p["ik.min_singular_value"] \
                 or conv.a_max != a_max:
             conv = self._ik_ref = IKReference(self.model, frame, self._p["ik.min_singular_value"], a_max)
@@ -1326,6 +1423,7 @@ class ControlLoop:
         # the rate limit (not jump back to the last filtered one)
         self.safety.hold(tau)
         self.last_step = now
+        self.last_t = None                               # the law's next step counts one period
         self.last_pub = now
         if self.observer is not None:
             self._obs_last = None                        # the applied torque left the law: restart

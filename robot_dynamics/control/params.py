@@ -70,6 +70,11 @@ LOOP_PARAMS = [
          "both backends and every algorithm, read at configure; not set: the model's (none)", "per_joint"),
     Spec("effort_scale", 1.0, "fraction (0, 1] of the effort limits actually allowed", "positive", live=True),
     Spec("torque_rate_limit", 1000.0, "largest torque change per second [N m/s]", "positive", live=True),
+    Spec("setpoint_shaping", True, "joint laws: a set-point (a JointReference without velocity or "
+         "acceleration, ~/target_joint_state) is approached on a rest-to-rest quintic whose speed keeps the "
+         "law's torque change within half the torque-rate limit (and the joints within their velocity "
+         "limits), instead of being stepped to: a step never saturates the rate limit, which would add "
+         "lag inside the loop and can turn a stable law into a limit cycle; false: stepped to", live=True),
     Spec("ramp_time", 0.5, "torque ramp from zero on activation and after a watchdog trip [s]", "nonneg",
          live=True),
     Spec("position_margin", 0.0, "distance to a position limit where a repulsive torque starts "
@@ -209,8 +214,10 @@ LOOP_PARAMS = [
          live=True),
     Spec("safety.max_torque", 0.0, "bound on the norm of the moment the command exerts there [N m]; 0: none",
          "nonneg", live=True),
-    Spec("safety.stop_time", 0.5, "a violation (a frame outside, or above 1.05 x its speed limit) lasting this "
-         "long stops the arm (damping to rest, then a hold; ~/resume leaves it) [s]; 0: never", "nonneg",
+    Spec("safety.stop_time", 0.5, "violations (a frame outside, or above 1.05 x its speed limit) adding up to "
+         "this long stop the arm (damping to rest, then a hold; ~/resume leaves it) [s]; the time leaks away at "
+         "a quarter of the rate while nothing is violated, so an arm that keeps crossing is stopped too; "
+         "0: never", "nonneg",
          live=True),
     Spec("safety.joint_speed_stop", 0.0, "a joint faster than this x its velocity limit (the model's: URDF "
          "<limit velocity>) while the law runs stops the arm, as a Franka's joint-velocity reflex does (1.2: "
@@ -220,7 +227,8 @@ LOOP_PARAMS = [
          "abandoned); joints without a velocity limit are not watched; 0: off", "nonneg", live=True),
     Spec("safety.stop_damping", 10.0, "joint damping of the stops (the envelope's, the joint speed stop's) "
          "[N m s/rad], at most 0.5 M_ii / dt per joint (discrete-time stable)", "nonneg", live=True),
-    Spec("safety.stop_stiffness", 100.0, "joint stiffness of the hold after the stop [N m/rad]", "nonneg",
+    Spec("safety.stop_stiffness", 100.0, "joint stiffness of the hold after the stop [N m/rad], at most "
+         "40^2 M_ii per joint (stable)", "nonneg",
          live=True),
     Spec("safety.tank_capacity", 0.0, "energy tank for live stiffness changes of joint_impedance (k_gains) and "
          "cartesian_impedance (task.k_*) [J]: a change is applied as far as the tank pays for the spring energy "

@@ -74,6 +74,7 @@ GENERAL_PARAMS = [
     _loop("armature"),
     _loop("effort_scale"),
     _loop("torque_rate_limit"),
+    _loop("setpoint_shaping"),
     _loop("ramp_time"),
     _loop("position_margin"),
     _loop("position_stiffness"),
