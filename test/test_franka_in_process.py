@@ -227,7 +227,9 @@ def test_dynamics_identification_in_process(ros, tmp_path, inertial):
     # (issue 43: the identified velocity scale, the band margin, stiction), the TCP pushed along x with
     # 9 N, then 18 N, then released (test/franky_sim_push.py; bench/franka_push.py has the table)
     (tmp_path / "push").mkdir()
-    ci = identified_params(p, "cartesian_impedance")
+    # (max_pos_error 0.1 m: the shipped 0.05 m clips the spring at 15 N, below the 18 N push; the
+    # stiffness is measured within the clip)
+    ci = {**identified_params(p, "cartesian_impedance"), "cartesian_impedance.max_pos_error": 0.1}
     with rig(tmp_path / "push", "cartesian_impedance", mode="in_process", push=True, **ci) as (procs, probe, sim):
         d9, d18, back = push_stiffness(probe, procs, sim)
         k9, k_slope = 9.0 / d9[0], 9.0 / (d18[0] - d9[0])

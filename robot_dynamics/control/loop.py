@@ -94,6 +94,16 @@ from .wrench import WrenchProcessor
 
 LEVELS = {"info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
 OK, WARN, ERROR = 0, 1, 2          # diagnostic levels (diagnostic_msgs/DiagnosticStatus bytes)
+# with max_pos_error / max_rot_error off, a Cartesian target farther than this from the frame's pose
+# is stepped to at the full stiffness: a WARN says so (set_reference)
+FAR_UNCLIPPED_POS, FAR_UNCLIPPED_ROT = 0.1, 0.5     # m, rad
+# diagnostics(): the safety layer "acts" when it changes what the law asked for or refuses what was
+# sent: the safety filter's reasons but these two (the start ramp is the normal start; a configured
+# velocity_damping acts on every step by design), the Cartesian law's pose-error clipping, watchdog
+# trips, joint speed stops, refused references.  The level is WARN while it acts: an action since the
+# previous diagnostics() call or within ACT_HOLD seconds (loop time) of the newest step
+QUIET_SAFETY = ("start_ramp", "velocity_damping")
+ACT_HOLD = 1.0          # s
 
 
 def _python_log(level, text):
@@ -294,6 +304,11 @@ class ControlLoop:
         self._wrench_episode = _Episode(self, "wrench")
         self._wd_episode = _Episode(self, "watchdog")
         self.speed_stop = ""                       # the joint speed stop's reason while it acts, else ""
+        self._acts = {}                            # what the safety layer did: name -> [count, when, detail]
+        self._acts_reported = {}                   # the counts at the previous diagnostics() call
+        self._last_act = None                      # (name, detail, when) of the newest action
+        self._latest = None                        # the newest `now` given to step()
+        self._trip_why = ""
         self._reset_cause = "the watchdog was tripped (no valid joint state)"
         self._speed_limits()
 
@@ -668,8 +683,21 @@ class ControlLoop:
     def reject_reference(self, what, reason, now=None):
         """Count and log (throttled per `what`) a reference the caller could not convert."""
         self.counts[f"rejected.{what}"] += 1
+        self._act(f"rejected.{what}", self._latest if now is None else now, reason)
         self._log_throttled(f"ref.{what}", "warn", f"{what} rejected: {reason}", now)
         return False, reason
+
+    def _act(self, name, now, detail=""):
+        """The safety layer acted (diagnostics(): WARN while it does, the count, the last one)."""
+        a = self._acts.get(name)
+        if a is None:
+            self._acts[name] = [1, now, detail]
+        else:
+            a[0] += 1
+            a[1] = now
+            if detail:
+                a[2] = detail
+        self._last_act = (name, detail or (a[2] if a is not None else ""), now)
 
     def _log_throttled(self, key, level, text, now=None):
         """One line per `key` per throttle period; the next line says how many were suppressed."""
@@ -692,10 +720,17 @@ class ControlLoop:
         if isinstance(ref, CartesianTrajectory):
             if not self.cartesian:
                 return self.reject_reference(what, f"{self.law_name} takes no Cartesian trajectory", now)
+            far = self._beyond_reach(ref.positions)
+            if far:
+                return self.reject_reference(what, far, now)
             self.pose_target = None                  # the law keeps its wrench reference
         elif isinstance(ref, CartesianReference):
             if not self.cartesian:
                 return self.reject_reference(what, f"{self.law_name} takes no Cartesian reference", now)
+            far = self._beyond_reach(np.reshape(np.asarray(ref.p, dtype=float), (1, -1)))
+            if far:
+                return self.reject_reference(what, far, now)
+            self._far_target(what, ref.R, ref.p, now)
             self.pose_target = (np.array(ref.R, dtype=float), np.array(ref.p, dtype=float))
             if ref.wrench is None and self.wrench_target is not None:
                 ref = dataclasses.replace(ref, wrench=self.wrench_target)   # keeps twist and accel
@@ -718,6 +753,59 @@ class ControlLoop:
         self.pending_what = what
         self.counts[f"accepted.{what}"] += 1          # (on /diagnostics: a sender can see it arrived)
         return True, ""
+
+    def _beyond_reach(self, points):
+        """The reason to refuse Cartesian target points (N x 3, base frame) one of which is beyond the
+        law frame's reach bound (control/reach.py: the URDF's link lengths from the first joint's axis
+        origin, + REACH_MARGIN), or "" when all are within it (or the points are malformed: the law
+        says so)."""
+        from .reach import REACH_MARGIN, reach_bound
+        frame = self.law.frame
+        if getattr(self, "_reach", (None,))[0] != frame:
+            try:
+                self._reach = (frame, *reach_bound(self.model, frame))
+            except ValueError:
+                self._reach = (frame, None, math.inf)
+        _, origin, length = self._reach
+        P = np.asarray(points, dtype=float)
+        if origin is None or P.ndim != 2 or P.shape[1] != 3 or not np.all(np.isfinite(P)):
+            return ""
+        d = np.linalg.norm(P - origin, axis=1)
+        k = int(np.argmax(d))
+        if d[k] <= length + REACH_MARGIN:
+            return ""
+        where = f"point {k} " if len(P) > 1 else ""
+        return (f"{where}({', '.join(f'{x:.3f}' for x in P[k])}) m out of reach for {frame!r}: "
+                f"{d[k]:.3f} m from the first joint's axis origin, beyond the reach bound {length:.3f} m "
+                f"(the URDF's link lengths) + {REACH_MARGIN} m margin; the arm keeps its present target")
+
+    def _far_target(self, what, R, p, now):
+        """WARN (throttled) when an accepted pose target is farther from the law frame's present pose
+        than max_pos_error / max_rot_error: it is approached with the pose error clipped (or, with the
+        clipping off, stepped to at the full stiffness: said too)."""
+        if not self.have_state:
+            return
+        frame = self.law.frame
+        Rn, pn = self.gravity_backend.frame_placement(self.q, frame)
+        dp = float(np.linalg.norm(np.asarray(p, dtype=float) - pn))
+        c = (np.trace(np.asarray(R, dtype=float) @ np.asarray(Rn).T) - 1.0) / 2.0
+        dr = float(math.acos(min(1.0, max(-1.0, c))))
+        lp = self.law._params                   # (not .params: no copy, this runs under the node's lock)
+        mp, mr = lp.get("max_pos_error", 0.0), lp.get("max_rot_error", 0.0)
+        if (mp > 0.0 and dp > mp) or (mr > 0.0 and dr > mr):
+            self.counts["far_targets"] += 1
+            self._act("far_target", self._latest if now is None else now,
+                      f"{what} {dp:.3f} m, {dr:.3f} rad from {frame!r}: approached with the pose error clipped")
+            self._log_throttled(f"far.{what}", "warn", (
+                f"{what}: {dp:.3f} m, {dr:.3f} rad from {frame!r} (max_pos_error {mp} m, max_rot_error {mr} "
+                f"rad): approached with the pose error clipped"), now)
+        elif (mp <= 0.0 and dp > FAR_UNCLIPPED_POS) or (mr <= 0.0 and dr > FAR_UNCLIPPED_ROT):
+            self.counts["far_targets"] += 1
+            self._act("far_target", self._latest if now is None else now,
+                      f"{what} {dp:.3f} m, {dr:.3f} rad from {frame!r} with the pose error clipping off")
+            self._log_throttled(f"far.{what}", "warn", (
+                f"{what}: {dp:.3f} m, {dr:.3f} rad from {frame!r} with the pose error clipping off "
+                f"(max_pos_error {mp}, max_rot_error {mr}): the law pulls at its full stiffness"), now)
 
     SHAPING_RATE_SHARE = 0.5       # of the torque-rate limit, for a shaped set-point's speed (and again
                                    # for its acceleration through the damping)
@@ -992,6 +1080,8 @@ class ControlLoop:
         if not retry:
             self.watchdog = "tripped"
             self.counts["watchdog_trips"] += 1
+            self._trip_why = why
+            self._act("watchdog_trip", now, why)
             self._tripped_since_reset = True
             self._reset_cause = "the watchdog was tripped (no valid joint state)"
             self._abort_payload_run("watchdog tripped")
@@ -1021,6 +1111,7 @@ class ControlLoop:
         f = self._p["safety.joint_speed_stop"]
         why = f"{self.model.joint_names[j]} at {self.v[j]:+.3f} rad/s, above {f:g} x its velocity limit {vl:g}"
         self.counts["safety.joint_speed_stops"] += 1
+        self._act("joint_speed_stop", now, why)
         self._abort_payload_run("joint speed stop", restore=False)
         self.end_goal("aborted", INVALID_GOAL, f"joint speed stop: {why}")
         if env.enabled:
@@ -1061,6 +1152,7 @@ class ControlLoop:
     def step(self, now, t=None):
         """One control cycle at `now`: (tau in model order, safe).  Never raises: an exception is
         counted (errors.control_step), logged (throttled) and answered with the safe command."""
+        self._latest = now
         try:
             if not self.active:
                 return self.safe_step(now), True
@@ -1161,6 +1253,8 @@ class ControlLoop:
         tau = self.law.compute(st)
         if self.goal is not None:
             self._check_goal(st)
+        if self.cartesian and self.law.clipped:
+            self._act("pose_error_clipped", now)
         if self.tank.capacity > 0:
             self.tank.refill(self.law.damping_power * dt)
         env_on = self.envelope.enabled
@@ -1171,6 +1265,10 @@ class ControlLoop:
         # since the last command left leaves out each step's own duration: a busy loop ramped slower)
         prev = self.safety.prev
         tau = self.safety.apply(tau, st, dt_rate, fallback=fallback, ramp_dt=dt)
+        if self.safety.reasons:
+            for r in self.safety.reasons:
+                if r not in QUIET_SAFETY:
+                    self._act(f"safety.{r}", now)
         if env_on:
             tau = self._envelope_sent(tau, prev, dt_rate)
         self.tau[:] = tau
@@ -1509,18 +1607,38 @@ class ControlLoop:
                    ("envelope.min_clearance", f"{env.min_clearance:.4f}"),
                    ("envelope.speed_ratio", f"{env.speed_ratio:.3f}")]
             kv += [(f"envelope.{k}", str(n)) for k, n in sorted(env.counts.items()) if k != "stops"]
+        # what the safety layer did: counts in all, since the previous call, the newest action
+        acts = self._acts.copy()                   # (atomic: the control thread may add a key)
+        since = {k: a[0] - self._acts_reported.get(k, 0) for k, a in acts.items()
+                 if a[0] != self._acts_reported.get(k, 0)}
+        self._acts_reported = {k: a[0] for k, a in acts.items()}
+        kv += [(f"acted.{k}", str(a[0])) for k, a in sorted(acts.items())]
+        last = self._last_act
+        if last is not None:
+            kv.append(("acted.last", f"{last[0]}{': ' + last[1] if last[1] else ''}"))
         if not self.active:
             return OK, "inactive", kv
+        trips = self.counts["watchdog_trips"]
         if self.watchdog == "tripped":
-            return ERROR, "watchdog tripped: joint states stale or invalid", kv
+            return ERROR, (f"watchdog tripped ({trips} trip{'s' if trips != 1 else ''}): {self._trip_why}; "
+                           f"publishing the safe command"), kv
         if self.speed_stop:
-            return ERROR, f"joint speed stop: {self.speed_stop}; damping to rest; ~/resume to go on", kv
+            n = self.counts.get("safety.joint_speed_stops", 0)
+            return ERROR, (f"joint speed stop ({n} in all): {self.speed_stop}; damping to rest; ~/resume to "
+                           f"go on"), kv
         if env.state in ("stopping", "stopped"):
-            return ERROR, f"safety envelope stop ({env.state}): {env.stop_reason}; ~/resume to go on", kv
+            return ERROR, (f"safety envelope stop ({env.state}, {env.counts.get('stops', 0)} in all): "
+                           f"{env.stop_reason}; ~/resume to go on"), kv
         if self.watchdog == "waiting":
             return WARN, "waiting for joint states", kv
         if self._js_episode.reason:
             return WARN, f"rejecting joint states ({self._js_episode.reason})", kv
+        recent = last is not None and self._latest is not None and self._latest - last[2] <= ACT_HOLD
+        if since or recent:
+            what = ", ".join(f"{k} x{n}" for k, n in sorted(since.items(), key=lambda kn: -kn[1])) \
+                or "nothing new"
+            detail = f": {last[1]}" if last[1] else ""
+            return WARN, (f"safety acting (since the last report: {what}); last: {last[0]}{detail}")[:400], kv
         return OK, "active", kv
 
     @property

@@ -283,8 +283,7 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, FollowJointTraje
                                    "it is read TRANSIENT_LOCAL: a publisher that is up delivers it at "
                                    f"once), or set robot_description, urdf_path or robot{self._clock_note()}{hint}")
                 return
-        fallback = not (have_param or self._rd_msg)
-        (self._log.warning if fallback else self._log.info)(
+        self._log.info(
             f"autostart: configuring ({'robot_description parameter' if have_param else ''}"
             f"{'' if have_param else (self._p('robot_description_topic') + ' received' if self._rd_msg else 'fallback ' + repr(self._p('urdf_path') or self._p('robot')) + ': no robot description came in ' + format(waited, '.1f') + ' s')})")
         self._end_autostart()
@@ -318,14 +317,26 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, FollowJointTraje
             except Exception as e:                     # noqa: BLE001 (file, xacro, XML, inertia errors)
                 raise ValueError(f"{src}: {e}") from None
         elif self._p("robot"):
-            src = f"robot {self._p('robot')!r}"
+            src = f"robot {self._p('robot')!r} (example-robot-data's model, a stand-in)"
             try:
-                return Model.from_robot(self._p("robot"), **kw), src
+                model = Model.from_robot(self._p("robot"), **kw)
             except (ValueError, FileNotFoundError, KeyError) as e:
                 raise ValueError(f"{src}: {e}") from None
+            # named by the user (the `robot` parameter: the sim and demo configs, real_robot.launch.py's
+            # fallback_robot), and still not the arm's own description: said at WARN (issue 42)
+            self._log.warning(
+                f"no robot description (parameter or {self._p('robot_description_topic')}): using "
+                f"example-robot-data's {self._p('robot')!r} model, as the `robot` parameter names it; it is "
+                "not your driver's URDF (dimensions, masses, limits and tool may differ)")
+            return model, src
         else:
-            raise ValueError("no robot description: set the robot_description parameter, publish "
-                             f"{self._p('robot_description_topic')}, or set urdf_path or robot")
+            raise ValueError(
+                f"no robot description: none on the robot_description parameter or on "
+                f"{self._p('robot_description_topic')} (start the robot's driver first: it publishes it, "
+                f"TRANSIENT_LOCAL), and no urdf_path.  Pass one: real_robot.launch.py "
+                f"robot_description:=\"$(xacro my_arm.urdf.xacro)\", or -p urdf_path:=/path/arm.urdf; "
+                f"example-robot-data's model only if you name it (real_robot.launch.py fallback_robot:=panda, "
+                f"the `robot` parameter)")
         try:
             return Model.from_urdf_string(urdf, **kw), src
         except Exception as e:                         # noqa: BLE001 (XML / parser errors of any type)
@@ -353,11 +364,6 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, FollowJointTraje
         gc.freeze()
         self._log.info(f"configured: {c.law.name} on {c.model.name} ({c.source}), joints {c.joints}, "
                        f"commands on {self._p('command_topic')}, control thread on {c.js_sub.topic_name}")
-        if c.source.startswith(("robot ", "urdf_path ")):
-            self._log.warning(f"the model is the fallback {c.source}, not a description of the robot on the "
-                              f"topics (none on the robot_description parameter or "
-                              f"{self._p('robot_description_topic')}): right for a simulation of that model; "
-                              "on a real arm pass its driver's description")
         return SUCCESS
 
     def _configure(self):
