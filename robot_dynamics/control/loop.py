@@ -1180,6 +1180,9 @@ class ControlLoop:
         self._log_throttled(f"errors.{where}", "error",
                             f"{where}: {type(e).__name__}: {e} (publishing the safe command)", now)
 
+    FIRST_DT = 0.001               # s: a step's dt when nothing before it is known (activation, after a
+                                   # safe ramp on a clock the caller did not report)
+
     def _control(self, now, t):
         """state -> law -> safety filter (the watchdog has passed)."""
         # One clock for the cycle: every stage's dt (the law's, the rate limit's, the ramps', the
@@ -1187,7 +1190,7 @@ class ControlLoop:
         # sim time under use_sim_time; the robot's time on the Franka).  Only the watchdog runs on
         # `now` (the steady clock: a dead driver is a wall-clock event).
         tc = now if t is None else t
-        dt = self.period if self.last_t is None else min(max(tc - self.last_t, 1e-6), 0.1)
+        dt = self.FIRST_DT if self.last_t is None else min(max(tc - self.last_t, 1e-6), 0.1)
         self.last_t = tc
         self.last_step = now
         # the rate limit counts from when the last command left, on the same clock: sent(now, t) from
@@ -1198,7 +1201,7 @@ class ControlLoop:
         elif self.last_pub is not None:
             dt_rate = min(max(now - self.last_pub, 1e-6), 0.1)
         else:
-            dt_rate = dt
+            dt_rate = self.FIRST_DT
         self.last_pub = now
         self.last_sent_t = tc
         if self.watchdog != "ok":
