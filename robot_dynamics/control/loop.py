@@ -48,7 +48,8 @@ use_sim_time; the robot's time on the Franka; default `now`): the laws' time (tr
 stage's dt (the law's, the torque-rate limit's, the start and resume ramps', the envelope's timers and
 damping, the energy tank's), so a lockstep plant run faster or slower than real time gets the same
 commands (test_setpoint_shaping.py).  `now` is the steady clock [s] (monotonic, from the caller): only
-the watchdog and the log throttling run on it (a dead driver or a stalled caller is a wall-clock event).
+the watchdog, the log throttling and the safe-command ramp run on it (a dead driver or a stalled caller
+is a wall-clock event); the first law step after safe-command steps counts its dt from the last of them.
 
 Set-point shaping (`setpoint_shaping`, on by default): a joint set-point (a JointReference without
 velocity or acceleration: ~/target_joint_state) is approached on a rest-to-rest quintic from the
@@ -290,6 +291,7 @@ class ControlLoop:
         self.wrench_time = -math.inf
         self.last_step = None                      # `now` of the last step (the watchdog's stall check)
         self.last_t = None                         # control-clock time of the last law step (every dt)
+        self.last_ramp = None                      # `now` of the last safe-command step since then
         self.last_pub = None                       # when the last command left (the rate limit's dt)
         self.last_sent_t = None                    # the same on the control clock (None: unknown)
         self.safe_reached = False
@@ -626,6 +628,7 @@ class ControlLoop:
         self.speed_stop = ""
         self.last_step = None
         self.last_t = None
+        self.last_ramp = None
         self.last_pub = None
         self.last_sent_t = None
         self.safe_reached = False
@@ -1190,8 +1193,14 @@ class ControlLoop:
         # sim time under use_sim_time; the robot's time on the Franka).  Only the watchdog runs on
         # `now` (the steady clock: a dead driver is a wall-clock event).
         tc = now if t is None else t
-        dt = self.FIRST_DT if self.last_t is None else min(max(tc - self.last_t, 1e-6), 0.1)
+        if self.last_t is not None:
+            dt = min(max(tc - self.last_t, 1e-6), 0.1)
+        elif self.last_ramp is not None:             # after safe-command steps (they run on `now`)
+            dt = min(max(now - self.last_ramp, 1e-6), 0.1)
+        else:
+            dt = self.FIRST_DT
         self.last_t = tc
+        self.last_ramp = None
         self.last_step = now
         # the rate limit counts from when the last command left, on the same clock: sent(now, t) from
         # the caller (the node: after each publish), else this step's time; after a safe-command ramp
@@ -1563,7 +1572,8 @@ class ControlLoop:
         # the rate limit (not jump back to the last filtered one)
         self.safety.hold(tau)
         self.last_step = now
-        self.last_t = None                               # the law's next step counts one period
+        self.last_t = None                               # the law's next step counts from here
+        self.last_ramp = now
         self.last_pub = now
         self.last_sent_t = None                          # (the caller's sent(now, t) sets it)
         if self.observer is not None:
