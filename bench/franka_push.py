@@ -1,8 +1,9 @@
 """Cartesian stiffness on franky-sim, pushed: the fr3's TCP pushed along x with 9 N, then 18 N, then
 released (franky-sim's MuJoCo arm, its joint friction, damping and rotor inertia, through the Franka
 bridge in in-process mode, config/fr3_cartesian_impedance.yaml: k_pos 300 N/m), with the URDF alone and
-with the arm's dynamics the bridge identified first (~/identify_dynamics, URDF inertials trusted) at a
-few Coulomb smoothing bands.
+with the arm's dynamics the bridge identified first (~/identify_dynamics, URDF inertials trusted): the
+parameters file as written (identified velocity scale, band margin, stiction), without the stiction
+term, and the identified fv, fc with a fixed Coulomb band at full size (as before issue 43).
 
     .venv/bin/python bench/franka_push.py                    # 2 repeats per row
     .venv/bin/python bench/franka_push.py --repeats 4 --bands 0.01 0.002
@@ -56,19 +57,27 @@ def push_once(tmp, name, params):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--bands", type=float, nargs="+", default=[0.01, 0.002],
-                    help="friction_smoothing values [rad/s] with the identified model")
+    ap.add_argument("--bands", type=float, nargs="*", default=[0.01],
+                    help="fixed friction_smoothing bands [rad/s] at full size (as before issue 43) to compare")
+    ap.add_argument("--margins", type=float, nargs="*", default=[],
+                    help="other friction_band_margin values to compare with the file as written")
     args = ap.parse_args()
     import rclpy
     rclpy.init()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             p = identify(tmp)
-            rows = [("URDF alone", {})]
-            for band in args.bands:
-                from franka_harness import identified_params
-                prm = {**identified_params(p, "cartesian_impedance"), "cartesian_impedance.friction_smoothing": band}
-                rows.append((f"identified, band {band} rad/s", prm))
+            from franka_harness import identified_params
+            ci = identified_params(p, "cartesian_impedance")
+            rows = [("URDF alone", {}), ("identified file as written", ci),
+                    ("the same, friction_stiction 0", {**ci, "cartesian_impedance.friction_stiction": 0.0})]
+            for m in args.margins:
+                rows.append((f"the file, friction_band_margin {m}", {**ci, "cartesian_impedance.friction_band_margin": m}))
+            for band in args.bands:         # the fixed band at full size, as before issue 43
+                prm = {**ci, "cartesian_impedance.friction_smoothing": band,
+                       "cartesian_impedance.friction_velocity_scale": [0.0] * 7,
+                       "cartesian_impedance.friction_band_margin": 1.0, "cartesian_impedance.friction_stiction": 0.0}
+                rows.append((f"identified fv, fc, fixed band {band} rad/s", prm))
             results = []
             for i, (label, prm) in enumerate(rows):
                 runs = [push_once(tmp, f"push{i}_{r}", prm) for r in range(args.repeats)]

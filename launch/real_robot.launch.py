@@ -7,10 +7,10 @@ interface_name: effort) and a joint_state_broadcaster.
         command_topic:=/forward_effort_controller/commands wrench_topic:=/force_torque_sensor_broadcaster/wrench
 
 The robot description comes from the driver: the controller reads the `robot_description` parameter
-(passed here from the `robot_description` launch argument if given) or the driver's /robot_description
-topic (robot_state_publisher, TRANSIENT_LOCAL), and waits for it, saying so every 10 s; a configure
-without one fails with an ERROR naming the ways to pass one.  The parameters file's example-robot-data
-model is used only with `fallback_model:=true` (and a WARN): on a real UR5e it is a UR5, not the arm.
+(passed here from the `robot_description` launch argument if given) or the /robot_description topic
+the driver publishes.  Without either, configure is refused with an ERROR saying how to pass one;
+example-robot-data's model is used only when named (`fallback_robot:=panda`), with a WARN.  On a
+real UR5e use the driver's description (ur_robot_driver publishes it), never the simulation's UR5 URDF.
 
 Arguments:
   robot, controller, config     as in sim.launch.py (config/<robot>_<controller>.yaml by default)
@@ -18,9 +18,8 @@ Arguments:
   command_topic                 default /effort_controller/commands
   wrench_topic                  default /ft_sensor/wrench
   namespace                     push the controller into a namespace (multi-robot set-ups)
-  robot_description             URDF text of the real robot ('' : the driver's, on /robot_description)
-  fallback_model                true: the parameters file's example-robot-data model when no description
-                                comes (default false: wait for the driver's)
+  robot_description             URDF text of the real robot ('' : the driver's /robot_description)
+  fallback_robot                example-robot-data model used without a description ('' : refuse)
   compensate_gravity            auto (default: off on the Panda, whose libfranka torque interface already
                                 compensates gravity; on for UR and Kinova), true or false
   autostart                     configure + activate at start-up (default false on hardware: activate
@@ -48,17 +47,15 @@ def _nodes(context):
     share = get_package_share_directory(PACKAGE)
     lc = {k: LaunchConfiguration(k).perform(context) for k in (
         "robot", "controller", "config", "joint_states_topic", "command_topic", "wrench_topic",
-        "namespace", "robot_description", "autostart", "compensate_gravity")}
+        "namespace", "robot_description", "autostart", "compensate_gravity", "fallback_robot")}
     config = lc["config"] or os.path.join(
         share, "config", CONTROLLER_CONFIG.format(robot=lc["robot"], controller=lc["controller"]))
-    overrides = {"autostart": lc["autostart"].lower() in ("1", "true", "yes", "on")}
+    overrides = {"autostart": lc["autostart"].lower() in ("1", "true", "yes", "on"),
+                 # example-robot-data's model only when the user names it (issue 42): the config's
+                 # `robot` (the sim's stand-in) is cleared, so a missing description refuses configure
+                 "robot": lc["fallback_robot"]}
     if lc["robot_description"]:
         overrides["robot_description"] = lc["robot_description"]
-    if LaunchConfiguration("fallback_model").perform(context).lower() not in ("1", "true", "yes", "on"):
-        # a real arm: its driver's description only (the parameters file's example-robot-data model is
-        # a simulation's, not this arm's): the controller waits for it, and a configure without it fails
-        # with the ways to pass one
-        overrides.update({"robot": "", "urdf_path": ""})
     cg = lc["compensate_gravity"].lower()
     if cg == "auto":
         cg_value = not DRIVER_COMPENSATES_GRAVITY[lc["robot"]]
@@ -87,13 +84,12 @@ def generate_launch_description():
         DeclareLaunchArgument("command_topic", default_value="/effort_controller/commands"),
         DeclareLaunchArgument("wrench_topic", default_value="/ft_sensor/wrench"),
         DeclareLaunchArgument("namespace", default_value=""),
+        DeclareLaunchArgument("fallback_robot", default_value="",
+                              description="example-robot-data model used when no robot description comes "
+                                          "(e.g. panda; a stand-in, not your arm's URDF; '' : refuse to "
+                                          "configure without a description)"),
         DeclareLaunchArgument("robot_description", default_value="",
-                              description="URDF text of the real robot (default: the driver's, on "
-                                          "/robot_description)"),
-        DeclareLaunchArgument("fallback_model", default_value="false", choices=["true", "false"],
-                              description="true: without a description, the parameters file's "
-                                          "example-robot-data model (a WARN says so); false: wait for the "
-                                          "driver's"),
+                              description="URDF text of the real robot (default: the driver's /robot_description)"),
         DeclareLaunchArgument("compensate_gravity", default_value="auto",
                               description="add g(q): auto = off for robots whose driver compensates "
                                           "gravity itself (Franka), on otherwise; true / false to force"),

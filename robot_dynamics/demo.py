@@ -211,7 +211,11 @@ class Demo:
                   f"logs in {self.log_dir}", flush=True)
             ctl_params = {}
             if self.controller == "cartesian_impedance":
-                ctl_params = {"cartesian_impedance": {"velocity_product_compensation": True}}
+                # max_pos_error: the push below is measured as a stiffness (F / dx), within the clip of
+                # the pose error (the shipped clip, e.g. the Panda's 0.05 m x 300 N/m = 15 N, would
+                # let the 15 N push through: the arm yields until the push ends)
+                ctl_params = {"cartesian_impedance": {"velocity_product_compensation": True,
+                                                      "max_pos_error": 0.1}}
             rt_children = None if self.rt == "off" else {"policy": "fifo", "priority": RT_PRIORITY}
             sim, ctl = start_sim_and_controller(procs, self.robot, self.controller, realtime=rt_children,
                                      # /clock is not used here (no node runs on sim time): 1 kHz less traffic

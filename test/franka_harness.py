@@ -545,13 +545,13 @@ FRANKY_SIM_ID = {"dynamics_id.period": 4.0, "dynamics_id.periods": 2, "dynamics_
                  "dynamics_id.hold_pairing": "start"}
 
 FRICTION_KEYS = ("friction_viscous", "friction_coulomb", "friction_offset", "friction_smoothing",
-                 "friction_compensation")
+                 "friction_compensation", "friction_velocity_scale", "friction_stiction")
 
 
 def identified_params(p, law):
     """The bridge parameters that apply an identification's result (its parameters file's
     ros__parameters `p`) to `law`: the armature and the law's friction model."""
-    return {"armature": p["armature"], **{f"{law}.{k}": p[f"{law}.{k}"] for k in FRICTION_KEYS}}
+    return {"armature": p["armature"], **{f"{law}.{k}": p[f"{law}.{k}"] for k in FRICTION_KEYS if f"{law}.{k}" in p}}
 
 
 def push_stiffness(probe, procs, sim, forces=(9.0, 18.0), settle=2.0):

@@ -117,7 +117,7 @@ def test_gravity_compensation_is_g_and_switch_and_friction(model, pinb, refb):
     np.testing.assert_array_equal(law.compute(s), np.zeros(7))
     fv, fc, eps = rng.uniform(0, 1, 7), rng.uniform(0, 2, 7), 0.05
     law.set_params({"friction_compensation": True, "friction_viscous": fv.tolist(), "friction_coulomb": fc.tolist(),
-                    "friction_smoothing": eps})
+                    "friction_smoothing": eps, "friction_band_margin": 1.0})
     np.testing.assert_allclose(law.compute(s), fv * s.v + fc * np.tanh(s.v / eps), atol=1e-12, rtol=0)
     # the offset (any sign) and a part of the model (what dynamics.identification writes)
     off, k = rng.uniform(-0.2, 0.2, 7), 0.6

@@ -223,11 +223,13 @@ def test_dynamics_identification_in_process(ros, tmp_path, inertial):
         assert rms_ct < CT_RMS_TOL, rms_ct
         assert np.all(final_ct < CT_FINAL_TOL), final_ct
         assert probe.diag.get("state") == "running" and probe.diag.get("robot_errors") == "0"
-    # Cartesian impedance with the identified armature and friction (a 0.002 rad/s Coulomb band: the
-    # simulator's velocities have no noise), the TCP pushed along x with 9 N, then 18 N, then released
-    # (test/franky_sim_push.py; bench/franka_push.py has the table)
+    # Cartesian impedance with the identified armature and friction, the parameters file as written
+    # (issue 43: the identified velocity scale, the band margin, stiction), the TCP pushed along x with
+    # 9 N, then 18 N, then released (test/franky_sim_push.py; bench/franka_push.py has the table)
     (tmp_path / "push").mkdir()
-    ci = {**identified_params(p, "cartesian_impedance"), "cartesian_impedance.friction_smoothing": 0.002}
+    # (max_pos_error 0.1 m: the shipped 0.05 m clips the spring at 15 N, below the 18 N push; the
+    # stiffness is measured within the clip)
+    ci = {**identified_params(p, "cartesian_impedance"), "cartesian_impedance.max_pos_error": 0.1}
     with rig(tmp_path / "push", "cartesian_impedance", mode="in_process", push=True, **ci) as (procs, probe, sim):
         d9, d18, back = push_stiffness(probe, procs, sim)
         k9, k_slope = 9.0 / d9[0], 9.0 / (d18[0] - d9[0])

@@ -185,6 +185,7 @@ def test_sim_node_payload(ros, model, tmp_path):
     tau_p = _payload_torque(model, q0)
     assert np.max(np.abs(tau_p)) > 1.0
     params = {"robot": "panda", "publish_rate": 500.0, "publish_clock": False, "ft_sensor_frame": "none",
+              "command_timeout": 0.0,      # this test's commands come every 20 ms from a sleeping loop
               **{f"payload.{k}": v for k, v in PAYLOAD.items()}}
     with NodeProcesses(log_dir=tmp_path) as procs:
         procs.start("robot_dynamics.nodes.sim_node", name="mujoco_sim", params=params)

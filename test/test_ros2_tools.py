@@ -326,19 +326,19 @@ def test_failed_launch_leaves_no_process(tmp_path):
 # --------------------------------------------------------------------------------------------------
 def test_real_robot_launch(tmp_path):
     """real_robot.launch.py with its hardware defaults (autostart false: the controller waits,
-    unconfigured, for a lifecycle manager; no fallback model) and the topic remappings; a configure
-    without a description fails with its reason; ends on SIGINT with exit 0."""
+    unconfigured, for a lifecycle manager) and the topic remappings; with no robot description
+    published, configure is refused (ERROR, how to pass one); ends on SIGINT with exit 0."""
     launch = Launch(["robot_dynamics", "real_robot.launch.py", "robot:=ur5e", "controller:=gravity_compensation",
                      "joint_states_topic:=/ur/joint_states"], tmp_path / "launch.log")
     try:
         launch.wait_for(r"\[torque_controller\]: executor:")
         rc, out = ros2_query("lifecycle", "get", *NO_DAEMON, "/torque_controller", launch=launch)
         assert rc == 0 and lifecycle_state(out) == "unconfigured", out
-        # no driver publishing a description: no stand-in model (the config's UR5 is not a UR5e); the
-        # configure fails with an ERROR naming the ways to pass one, and the node stays up
-        ros2_query("lifecycle", "set", *NO_DAEMON, "/torque_controller", "configure", launch=launch)
-        launch.wait_for(r"\[torque_controller\]: configure failed: no robot description: set the "
-                        r"robot_description parameter, publish /robot_description")
+        # no robot description published and no fallback_robot named: configure is refused with an
+        # ERROR saying how to pass one (issue 42: it configured on example-robot-data's UR5 before)
+        ros2_query("lifecycle", "set", *NO_DAEMON, "/torque_controller", "configure", launch=launch,
+                   repeatable=False)
+        launch.wait_for(r"configure failed: no robot description.*fallback_robot")
         rc, out = ros2_query("lifecycle", "get", *NO_DAEMON, "/torque_controller", launch=launch)
         assert rc == 0 and lifecycle_state(out) == "unconfigured", out
     except BaseException:

@@ -94,6 +94,9 @@ def run_step(robot, law, joint, step, seconds, robot_loop=False, **over):
             held = nxt
         else:
             sim.step(tau)
+        if i < 500:                     # held through the start ramp, as the sim node's brakes hold it
+            sim.reset(q0)               # (the shipped joint speed stop would trip on the sag)
+            sim.d.time = t + DT
         t += DT
         if i >= 500:
             Q.append(sim.q.copy())

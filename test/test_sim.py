@@ -246,3 +246,78 @@ def test_sim_runs_models_with_non_physical_or_massless_bodies(case):
     drift = abs(dyn.kinetic_energy(sim.q, sim.v) + dyn.potential_energy(sim.q) - E0)
     print(f"\n{case}: held |q - q0| {held:.1e} rad after 0.1 s, free-fall energy drift {drift:.1e} J after 0.2 s")
     assert held < 1e-6 and drift < ENERGY_TOL
+
+
+# ---- end stops (issue 42): the URDF position limits are hard limits, as on a real arm and in Gazebo ----
+STOP_OVERSHOOT = 5e-3   # rad: a joint arriving at its URDF limit at its velocity limit, pushed on at its
+#                         effort limit, never goes further past it than this (measured up to 2.6 mrad)
+STOP_REST = 1e-3        # rad: ... and rests within this of the limit while pushed (measured <= 0.17 mrad)
+
+
+def _urdf_joints(urdf):
+    """{joint: (type, lower, upper)} read from the URDF text itself (the oracle, not the Model)."""
+    import xml.etree.ElementTree as ET
+    out = {}
+    for j in ET.fromstring(urdf).findall("joint"):
+        lim = j.find("limit")
+        lo = float(lim.get("lower", "nan")) if lim is not None else float("nan")
+        hi = float(lim.get("upper", "nan")) if lim is not None else float("nan")
+        out[j.get("name")] = (j.get("type"), lo, hi)
+    return out
+
+
+def _drive_into_stop(sim, model, j, side, q0, v_arrive, T=0.3):
+    """Start joint j 0.02 rad inside its `side` limit (+1 upper, -1 lower) moving towards it at v_arrive,
+    every other joint at q0; a velocity servo (MuJoCo's own bias forces compensated, the push clipped
+    at the effort limit) keeps driving it towards the stop at v_arrive, i.e. at its full effort once
+    stopped; the other joints held by a PD.  Returns (peak overshoot, final overshoot) in rad."""
+    types = _urdf_joints(model.urdf)
+    _, lo, hi = types[model.joint_names[j]]
+    lim = hi if side > 0 else lo
+    q = np.array(q0, dtype=float)
+    q[j] = lim - side * 0.02
+    v = np.zeros(model.nv)
+    v[j] = side * v_arrive
+    sim.reset(q, v)
+    emax = model.effort_limits[j]
+    peak = -np.inf
+    for _ in range(int(T / sim.dt)):
+        tau = sim.inverse_dynamics(sim.q, sim.v, np.zeros(model.nv))
+        hold = 400.0 * (q0 - sim.q) - 40.0 * sim.v
+        hold[j] = np.clip(50.0 * (side * v_arrive - sim.v[j]) * emax, -emax, emax)
+        sim.step(tau + hold)
+        peak = max(peak, side * (sim.q[j] - lim))
+    return peak, side * (sim.q[j] - lim)
+
+
+@pytest.mark.parametrize("robot", ["panda", "ur5", "kinova"])
+def test_joint_stops_at_its_urdf_limit(robot):
+    """Every limited joint of every shipped robot, driven into each of its URDF limits at its velocity
+    limit and pushed on at its effort limit, stops within STOP_OVERSHOOT of the URDF value and rests
+    within STOP_REST of it; continuous joints have no stop (a joint driven from 6.2 rad passes 2 pi)."""
+    from robot_dynamics.nodes.sim_node import HOME
+    model = Model.from_robot(robot)
+    sim = MujocoSim(model)
+    urdf = _urdf_joints(model.urdf)
+    q0 = np.asarray(HOME[robot], dtype=float)
+    worst = (0.0, 0.0)
+    for j, name in enumerate(model.joint_names):
+        kind, lo, hi = urdf[name]
+        vmax = model.velocity_limits[j]
+        if kind == "continuous":
+            q = q0.copy()
+            q[j] = 6.2
+            sim.reset(q, np.where(np.arange(model.nv) == j, vmax, 0.0))
+            for _ in range(300):
+                tau = sim.inverse_dynamics(sim.q, sim.v, np.zeros(model.nv))
+                sim.step(tau)
+            assert sim.q[j] > 6.2 + 0.25 * vmax, (robot, name, sim.q[j])
+            continue
+        assert kind in ("revolute", "prismatic") and lo < hi, (name, kind, lo, hi)
+        for side in (+1, -1):
+            peak, rest = _drive_into_stop(sim, model, j, side, q0, vmax)
+            worst = (max(worst[0], peak), max(worst[1], abs(rest)))
+            assert peak < STOP_OVERSHOOT, (robot, name, side, peak)
+            assert abs(rest) < STOP_REST, (robot, name, side, rest)
+    print(f"\n{robot}: end stops hit at the velocity limit: worst overshoot {worst[0] * 1e3:.2f} mrad, "
+          f"worst rest offset {worst[1] * 1e3:.3f} mrad")

@@ -40,7 +40,10 @@ def sim(ros, model, tmp_path_factory):
                 params={"robot": "panda", "joints": WIRE_JOINTS, "publish_robot_description": True,
                         "publish_rate": 500.0,
                         # no brakes: the arm responds to any command at once, as in Gazebo
-                        "hold_until_first_command": False})
+                        "hold_until_first_command": False,
+                        # and applies the last one forever (no watchdog): the tests below publish one
+                        # command and watch what it does for seconds
+                        "command_timeout": 0.0})
     probe = Probe(joints=model.joint_names, name="sim_probe").start()
     try:
         ok = probe.wait_for(lambda: probe.q is not None and probe.wrench is not None, START_TIMEOUT,

@@ -34,6 +34,7 @@ import pinocchio as pin
 from scipy.linalg.lapack import dsyev
 
 from ..dynamics.backends import PinocchioBackend
+from .friction import FrictionCompensation
 
 _TWO_PI = 2.0 * math.pi
 
@@ -278,7 +279,11 @@ COMMON_DEFAULTS = {
     "friction_compensation": False,
     "friction_viscous": 0.0,        # N m s/rad per joint
     "friction_coulomb": 0.0,        # N m per joint
-    "friction_smoothing": 0.01,     # rad/s: tau_c = f_c tanh(v / smoothing)
+    "friction_smoothing": 0.01,     # rad/s: tau_c = f_c tanh(v / smoothing) where no velocity scale is set
+    "friction_velocity_scale": 0.0,  # rad/s per joint: the identified vs of f_c tanh(v / vs); 0: smoothing
+    "friction_band_margin": 1.5,    # >= 1: the compensation's band is this x the model's (control/friction.py)
+    "friction_stiction": 0.0,       # [0, 0.5]: at rest, this x f_c along the law's pull (control/friction.py)
+    "friction_stiction_torque": 0.05,  # N m: the pull at which that reaches 76 % (tanh scale)
     "friction_offset": 0.0,         # N m per joint, any sign (dynamics.identification's `off`)
     "friction_scale": 1.0,          # [0, 1]: the fraction of the model compensated
 }
@@ -303,7 +308,8 @@ class ControlLaw:
         if self.fast:
             self.pm, self.pdata = backend.pm, backend.data
         self._tau = np.zeros(self.nv)
-        self._tf = np.zeros(self.nv)
+        self.friction = FrictionCompensation(self.nv)
+        self._q_last = np.zeros(model.nq)              # the state's q, for the stiction term's g(q)
         self._il = np.tril_indices(self.nv, -1)
         self.continuous = continuous_mask(model)      # None or a mask: errors wrapped to [-pi, pi)
         self._params = {}
@@ -334,6 +340,11 @@ class ControlLaw:
         p["friction_coulomb"] = check_vector("friction_coulomb", p["friction_coulomb"], n)
         p["friction_smoothing"] = check_scalar("friction_smoothing", p["friction_smoothing"], 0.0, lo_open=True)
         p["friction_offset"] = check_vector("friction_offset", p["friction_offset"], n, lo=None)
+        p["friction_velocity_scale"] = check_vector("friction_velocity_scale", p["friction_velocity_scale"], n)
+        p["friction_band_margin"] = check_scalar("friction_band_margin", p["friction_band_margin"], 1.0, hi=1e6)
+        p["friction_stiction"] = check_scalar("friction_stiction", p["friction_stiction"], 0.0, hi=0.5)
+        p["friction_stiction_torque"] = check_scalar("friction_stiction_torque", p["friction_stiction_torque"], 0.0,
+                                                     lo_open=True, hi=1e6)
         p["friction_scale"] = check_scalar("friction_scale", p["friction_scale"], 0.0)
         if p["friction_scale"] > 1.0:
             raise ValueError(f"friction_scale: {p['friction_scale']} must be within [0, 1]")
@@ -355,10 +366,7 @@ class ControlLaw:
         p = self._checked(self._params, params)
         self._params = p
         self.gravity_enabled = p["compensate_gravity"]
-        k = p["friction_scale"]
-        self._fv, self._fc, self._fs = k * p["friction_viscous"], k * p["friction_coulomb"], p["friction_smoothing"]
-        self._fo = k * p["friction_offset"]
-        self._friction = p["friction_compensation"] and bool(np.any(self._fv) or np.any(self._fc) or np.any(self._fo))
+        self.friction.set(p)
         self._apply(p)
 
     # ---- interface ----
@@ -387,24 +395,22 @@ class ControlLaw:
             self.info.error = np.full_like(self.info.error, np.nan)
             self.info.status = "nonfinite state"
             return None, None
+        self._q_last = q
         return q, v
 
     def _add_friction(self, tau, v):
-        """tau += s (f_v v + f_c tanh(v / smoothing) + offset), s = friction_scale (when
-        friction_compensation is on)."""
-        if self._friction:
-            np.multiply(v, 1.0 / self._fs, out=self._tf)
-            np.tanh(self._tf, out=self._tf)
-            self._tf *= self._fc
-            tau += self._tf
-            tau += self._fv * v
-            tau += self._fo
-        return tau
+        """tau += the friction compensation (control/friction.py: at most the identified model at
+        every speed) when friction_compensation is on."""
+        fr = self.friction
+        if fr.active and fr.stiction > 0.0:        # the law's own torque, gravity left out: its pull
+            fr.pull[:] = tau
+            if self.gravity_enabled:
+                fr.pull -= self._g(self._q_last)
+        return fr.add(tau, v)
 
     def friction_torque(self, v):
-        """The friction model alone, as compensated (for tests and plots)."""
-        v = np.asarray(v, dtype=float)
-        return self._fv * v + self._fc * np.tanh(v / self._fs) + self._fo
+        """The friction compensation alone, as added (for tests and plots)."""
+        return self.friction.torque(v)
 
     # dynamics: direct Pinocchio calls on the fast path, the backend otherwise.  Returned arrays are
     # views into Data, valid until the next call.
@@ -502,6 +508,10 @@ class JointLaw(ControlLaw):
         self.q_d, self.v_d[:], self.a_d[:] = q_d, v_d, a_d
         self.trajectory = None
         self.info.status = "reference"
+
+    def trajectory_time(self, t):
+        """The trajectory's clock at the law's time t (behind t by what the time scaling held back)."""
+        return t - self._lag
 
     # bounds of the approach from the measured state to a trajectory's first point (see
     # JointTrajectory.start): the model's velocity limits (APPROACH_DEFAULT_VELOCITY where it has none)

@@ -123,6 +123,7 @@ class CartesianImpedance(ControlLaw):
 
     def __init__(self, model, backend, params=None):
         n = model.nv
+        self.clipped = False                    # the last compute clipped the pose error
         self._J = np.zeros((6, n))
         self._e = np.zeros(6)
         self._F = np.zeros(6)
@@ -423,6 +424,7 @@ class CartesianImpedance(ControlLaw):
         np.subtract(self.p_d, p, out=e[:3])
         e[3:] = pin.log3(self.R_d @ R.T)
         mp, mr = self._params["max_pos_error"], self._params["max_rot_error"]
+        self.clipped = False
         if mp > 0.0 or mr > 0.0:
             self._clip_error(e, mp, mr)
         xd = np.dot(J, v, out=self._xd)
@@ -514,6 +516,7 @@ class CartesianImpedance(ControlLaw):
                 n_e = math.sqrt(float(np.dot(seg[m], seg[m])))
                 if n_e > lim:
                     seg[m] *= lim / n_e
+                    self.clipped = True         # (the loop's diagnostics: the safety layer acts)
 
     def _force_axes(self, state, R, F):
         """F (holding D (xdot_d - xdot)) += K e + F_d on stiffness axes, force PI on force axes."""

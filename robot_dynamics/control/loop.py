@@ -89,10 +89,21 @@ from .envelope import EnergyTank, SafetyEnvelope
 from .params import ENVELOPE_KEYS, SAFETY_KEYS, SIX_KEYS, TANK_KEYS, Unset, check_value, loop_param_specs
 from .safety import SafetyFilter, SafetyParams, _any
 from .trajectory import JointTrajectory
+from .trajectory_goal import INVALID_GOAL, SUCCESSFUL
 from .wrench import WrenchProcessor
 
 LEVELS = {"info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
 OK, WARN, ERROR = 0, 1, 2          # diagnostic levels (diagnostic_msgs/DiagnosticStatus bytes)
+# with max_pos_error / max_rot_error off, a Cartesian target farther than this from the frame's pose
+# is stepped to at the full stiffness: a WARN says so (set_reference)
+FAR_UNCLIPPED_POS, FAR_UNCLIPPED_ROT = 0.1, 0.5     # m, rad
+# diagnostics(): the safety layer "acts" when it changes what the law asked for or refuses what was
+# sent: the safety filter's reasons but these two (the start ramp is the normal start; a configured
+# velocity_damping acts on every step by design), the Cartesian law's pose-error clipping, watchdog
+# trips, joint speed stops, refused references.  The level is WARN while it acts: an action since the
+# previous diagnostics() call or within ACT_HOLD seconds (loop time) of the newest step
+QUIET_SAFETY = ("start_ramp", "velocity_damping")
+ACT_HOLD = 1.0          # s
 
 
 def _python_log(level, text):
@@ -269,6 +280,7 @@ class ControlLoop:
         self.need_reset = True
         self.pending_ref = None
         self.pending_what = "reference"
+        self.goal = None                           # the FollowJointTrajectory goal followed (GoalMonitor)
         self._tripped_since_reset = False
         self.pending_wrench = False
         self.pose_target = None
@@ -292,6 +304,11 @@ class ControlLoop:
         self._wrench_episode = _Episode(self, "wrench")
         self._wd_episode = _Episode(self, "watchdog")
         self.speed_stop = ""                       # the joint speed stop's reason while it acts, else ""
+        self._acts = {}                            # what the safety layer did: name -> [count, when, detail]
+        self._acts_reported = {}                   # the counts at the previous diagnostics() call
+        self._last_act = None                      # (name, detail, when) of the newest action
+        self._latest = None                        # the newest `now` given to step()
+        self._trip_why = ""
         self._reset_cause = "the watchdog was tripped (no valid joint state)"
         self._speed_limits()
 
@@ -357,6 +374,53 @@ class ControlLoop:
             d["command_period"] = self.period
         return d
 
+    GAIN_OMEGA_DT = 0.5            # a live gain's natural frequency x the control period at most this
+    MIN_DAMPING_RATIO = 0.1        # a live damping ratio at least this (a spring without damping, one
+                                   # cycle late, is unstable at any stiffness)
+
+    def _gain_problem(self):
+        """'' or why the law's gains (just changed live) are more than the sampling and the arm's inertia
+        allow at the last valid q: a stiffness k on an inertia m oscillates at sqrt(k / m); at more than
+        GAIN_OMEGA_DT / period rad/s a 1 kHz loop with one cycle of delay is near its stability edge
+        (joint impedance: k_j <= (GAIN_OMEGA_DT / period)^2 M_jj; computed torque: kp_j <= (GAIN_OMEGA_DT /
+        period)^2; Cartesian impedance: k_pos <= the same x the smallest translational task-space
+        inertia, k_rot the rotational one), and a damping ratio below MIN_DAMPING_RATIO."""
+        law = self.law
+        w2 = (self.GAIN_OMEGA_DT / self.period) ** 2
+        names = self.model.joint_names
+        p = law.params
+        how = f"(GAIN_OMEGA_DT {self.GAIN_OMEGA_DT} / period {self.period:g} s)^2"
+        for key, given in (("damping_ratio", "d_gains"), ("task.damping_ratio", None), ("zeta", "kd")):
+            z = p.get(key)
+            if z is not None and z < self.MIN_DAMPING_RATIO and (given is None or p.get(given) is None):
+                return (f"{self.law_name}.{key}: {z:g} is below {self.MIN_DAMPING_RATIO} (an undamped spring one "
+                        "cycle late is unstable): refused")
+        M = np.asarray(self.gravity_backend.mass_matrix(self.q), dtype=float)
+        if hasattr(law, "kp"):
+            bad = np.flatnonzero(law.kp > w2)
+            if bad.size:
+                j = int(bad[0])
+                return (f"computed_torque.kp: {law.kp[j]:g} on {names[j]} is above {w2:g} 1/s^2 = {how}: "
+                        "refused")
+        elif hasattr(law, "k") and not hasattr(law, "K"):
+            m = np.diagonal(M)
+            bad = np.flatnonzero(np.asarray(law.k) > w2 * m)
+            if bad.size:
+                j = int(bad[0])
+                return (f"joint_impedance.k_gains: {law.k[j]:g} N m/rad on {names[j]} is above its bound "
+                        f"{w2 * m[j]:.4g} = M_jj {m[j]:.4g} kg m^2 x {how} at the current pose: refused")
+        elif hasattr(law, "K"):
+            J = np.asarray(self.gravity_backend.frame_jacobian(self.q, law.frame, "local_world_aligned"))
+            Minv_Jt = np.linalg.solve(M, J.T)
+            for rows, what, unit in ((slice(0, 3), "pos", "N/m"), (slice(3, 6), "rot", "N m/rad")):
+                A = J[rows] @ Minv_Jt[:, rows]                 # the inverse task-space inertia block
+                lam = 1.0 / max(float(np.linalg.eigvalsh(A).max()), 1e-300)
+                k = float(np.max(law.K[rows]))
+                if k > w2 * lam:
+                    return (f"cartesian_impedance.task.k_{what}_*: {k:g} {unit} is above its bound {w2 * lam:.4g} "
+                            f"= the smallest task-space inertia {lam:.4g} x {how} at the current pose: refused")
+        return ""
+
     def set_params(self, params):
         """Live changes {name: value} (per-joint values in `joints` order).  All-or-nothing: on any bad
         value nothing changes.  Keys of other laws are validated only; keys that are not loop
@@ -408,7 +472,12 @@ class ControlLoop:
             if law_updates:
                 tank = self.tank.capacity > 0 and any(k in law_updates for k in self._tank_keys)
                 k_now = self._stiffness() if tank else None
+                old_law = self.law.params
                 self.law.set_params(law_updates)               # validated whole
+                problem = self._gain_problem()
+                if problem:
+                    self.law.set_params(old_law)
+                    raise ValueError(problem)
                 if tank:                                       # the stiffness: through the tank
                     self.tank.target = self._stiffness()
                     self._set_stiffness(k_now)
@@ -568,6 +637,7 @@ class ControlLoop:
         (the arm goes back to the reference held before it once the loop is active again)."""
         self.active = False
         self._abort_payload_run("deactivated")
+        self.end_goal("aborted", INVALID_GOAL, "the controller was deactivated")
 
     # ------------------------------------------------------------------ inputs
     def update_state(self, q, v, now, stamp=None, effort=None):
@@ -613,8 +683,21 @@ class ControlLoop:
     def reject_reference(self, what, reason, now=None):
         """Count and log (throttled per `what`) a reference the caller could not convert."""
         self.counts[f"rejected.{what}"] += 1
+        self._act(f"rejected.{what}", self._latest if now is None else now, reason)
         self._log_throttled(f"ref.{what}", "warn", f"{what} rejected: {reason}", now)
         return False, reason
+
+    def _act(self, name, now, detail=""):
+        """The safety layer acted (diagnostics(): WARN while it does, the count, the last one)."""
+        a = self._acts.get(name)
+        if a is None:
+            self._acts[name] = [1, now, detail]
+        else:
+            a[0] += 1
+            a[1] = now
+            if detail:
+                a[2] = detail
+        self._last_act = (name, detail or (a[2] if a is not None else ""), now)
 
     def _log_throttled(self, key, level, text, now=None):
         """One line per `key` per throttle period; the next line says how many were suppressed."""
@@ -624,20 +707,30 @@ class ControlLoop:
             extra = f" ({n} more not logged since the last line)" if n else ""
             self._log(level, text + extra)
 
-    def set_reference(self, ref, what="reference", now=None):
+    def set_reference(self, ref, what="reference", now=None, goal=None):
         """A new reference, applied at the next step: JointReference / JointTrajectory (joint laws)
         or CartesianReference / CartesianTrajectory (cartesian_impedance).  Returns (ok, reason); a
-        rejection is counted as rejected.<what>."""
+        rejection is counted as rejected.<what>.  `goal`: the GoalMonitor of a FollowJointTrajectory
+        goal whose trajectory `ref` is (control/trajectory_goal.py): checked after the law every step
+        from the one that starts it.  An accepted reference ends the goal being followed (preempted, as
+        JTC aborts the running goal when a new one arrives)."""
         joint = isinstance(ref, (JointReference, JointTrajectory))
         if not self.active:
             return self.reject_reference(what, "the controller is not active", now)
         if isinstance(ref, CartesianTrajectory):
             if not self.cartesian:
                 return self.reject_reference(what, f"{self.law_name} takes no Cartesian trajectory", now)
+            far = self._beyond_reach(ref.positions)
+            if far:
+                return self.reject_reference(what, far, now)
             self.pose_target = None                  # the law keeps its wrench reference
         elif isinstance(ref, CartesianReference):
             if not self.cartesian:
                 return self.reject_reference(what, f"{self.law_name} takes no Cartesian reference", now)
+            far = self._beyond_reach(np.reshape(np.asarray(ref.p, dtype=float), (1, -1)))
+            if far:
+                return self.reject_reference(what, far, now)
+            self._far_target(what, ref.R, ref.p, now)
             self.pose_target = (np.array(ref.R, dtype=float), np.array(ref.p, dtype=float))
             if ref.wrench is None and self.wrench_target is not None:
                 ref = dataclasses.replace(ref, wrench=self.wrench_target)   # keeps twist and accel
@@ -652,10 +745,67 @@ class ControlLoop:
             self._abort_payload_run(f"a new {what} arrived (it is followed)", restore=False)
         else:
             return self.reject_reference(what, f"unknown reference type {type(ref).__name__}", now)
+        if self.goal is not None:
+            self.end_goal("aborted", INVALID_GOAL, f"preempted by a new {what}" +
+                          (" goal" if goal is not None else " message"), hold=False)
+        self.goal = goal
         self.pending_ref = ref
         self.pending_what = what
         self.counts[f"accepted.{what}"] += 1          # (on /diagnostics: a sender can see it arrived)
         return True, ""
+
+    def _beyond_reach(self, points):
+        """The reason to refuse Cartesian target points (N x 3, base frame) one of which is beyond the
+        law frame's reach bound (control/reach.py: the URDF's link lengths from the first joint's axis
+        origin, + REACH_MARGIN), or "" when all are within it (or the points are malformed: the law
+        says so)."""
+        from .reach import REACH_MARGIN, reach_bound
+        frame = self.law.frame
+        if getattr(self, "_reach", (None,))[0] != frame:
+            try:
+                self._reach = (frame, *reach_bound(self.model, frame))
+            except ValueError:
+                self._reach = (frame, None, math.inf)
+        _, origin, length = self._reach
+        P = np.asarray(points, dtype=float)
+        if origin is None or P.ndim != 2 or P.shape[1] != 3 or not np.all(np.isfinite(P)):
+            return ""
+        d = np.linalg.norm(P - origin, axis=1)
+        k = int(np.argmax(d))
+        if d[k] <= length + REACH_MARGIN:
+            return ""
+        where = f"point {k} " if len(P) > 1 else ""
+        return (f"{where}({', '.join(f'{x:.3f}' for x in P[k])}) m out of reach for {frame!r}: "
+                f"{d[k]:.3f} m from the first joint's axis origin, beyond the reach bound {length:.3f} m "
+                f"(the URDF's link lengths) + {REACH_MARGIN} m margin; the arm keeps its present target")
+
+    def _far_target(self, what, R, p, now):
+        """WARN (throttled) when an accepted pose target is farther from the law frame's present pose
+        than max_pos_error / max_rot_error: it is approached with the pose error clipped (or, with the
+        clipping off, stepped to at the full stiffness: said too)."""
+        if not self.have_state:
+            return
+        frame = self.law.frame
+        Rn, pn = self.gravity_backend.frame_placement(self.q, frame)
+        dp = float(np.linalg.norm(np.asarray(p, dtype=float) - pn))
+        c = (np.trace(np.asarray(R, dtype=float) @ np.asarray(Rn).T) - 1.0) / 2.0
+        dr = float(math.acos(min(1.0, max(-1.0, c))))
+        lp = self.law._params                   # (not .params: no copy, this runs under the node's lock)
+        mp, mr = lp.get("max_pos_error", 0.0), lp.get("max_rot_error", 0.0)
+        if (mp > 0.0 and dp > mp) or (mr > 0.0 and dr > mr):
+            self.counts["far_targets"] += 1
+            self._act("far_target", self._latest if now is None else now,
+                      f"{what} {dp:.3f} m, {dr:.3f} rad from {frame!r}: approached with the pose error clipped")
+            self._log_throttled(f"far.{what}", "warn", (
+                f"{what}: {dp:.3f} m, {dr:.3f} rad from {frame!r} (max_pos_error {mp} m, max_rot_error {mr} "
+                f"rad): approached with the pose error clipped"), now)
+        elif (mp <= 0.0 and dp > FAR_UNCLIPPED_POS) or (mr <= 0.0 and dr > FAR_UNCLIPPED_ROT):
+            self.counts["far_targets"] += 1
+            self._act("far_target", self._latest if now is None else now,
+                      f"{what} {dp:.3f} m, {dr:.3f} rad from {frame!r} with the pose error clipping off")
+            self._log_throttled(f"far.{what}", "warn", (
+                f"{what}: {dp:.3f} m, {dr:.3f} rad from {frame!r} with the pose error clipping off "
+                f"(max_pos_error {mp}, max_rot_error {mr}): the law pulls at its full stiffness"), now)
 
     SHAPING_RATE_SHARE = 0.5       # of the torque-rate limit, for a shaped set-point's speed (and again
                                    # for its acceleration through the damping)
@@ -768,6 +918,7 @@ class ControlLoop:
         """Hold the current position (pose) as the reference.  (ok, message)"""
         if not self.active or not self.have_state or self.watchdog != "ok":
             return False, "not active with a valid joint state"
+        self.end_goal("aborted", INVALID_GOAL, "~/hold requested: holding the current position")
         self.pending_ref = None
         self.pose_target = None
         self.law.reset(self.state)
@@ -800,6 +951,7 @@ class ControlLoop:
             run = PayloadRun(self, self._payload_params(overrides))
         except ValueError as e:
             return False, f"refused: {e}"
+        self.end_goal("aborted", INVALID_GOAL, "a payload identification run started", hold=False)
         msg = run.start(now, self.state.t)
         self.payload_run = run
         self._log("info", f"payload identification {msg}")
@@ -821,6 +973,7 @@ class ControlLoop:
             run = DynamicsRun(self, p)
         except ValueError as e:
             return False, f"refused: {e}"
+        self.end_goal("aborted", INVALID_GOAL, "a dynamics identification run started", hold=False)
         msg = run.start(now, self.state.t)
         self.dynamics_run = run
         self._log("info" if not run.done else "warn", f"dynamics identification {msg}")
@@ -927,9 +1080,12 @@ class ControlLoop:
         if not retry:
             self.watchdog = "tripped"
             self.counts["watchdog_trips"] += 1
+            self._trip_why = why
+            self._act("watchdog_trip", now, why)
             self._tripped_since_reset = True
             self._reset_cause = "the watchdog was tripped (no valid joint state)"
             self._abort_payload_run("watchdog tripped")
+            self.end_goal("aborted", INVALID_GOAL, f"watchdog tripped: {why}")
         self._wd_episode.occur("tripped", now, "error", lambda extra: (
             f"watchdog: {why}: publishing the safe command ({self._p['safe_command']}){extra}"), retry)
 
@@ -955,7 +1111,9 @@ class ControlLoop:
         f = self._p["safety.joint_speed_stop"]
         why = f"{self.model.joint_names[j]} at {self.v[j]:+.3f} rad/s, above {f:g} x its velocity limit {vl:g}"
         self.counts["safety.joint_speed_stops"] += 1
+        self._act("joint_speed_stop", now, why)
         self._abort_payload_run("joint speed stop", restore=False)
+        self.end_goal("aborted", INVALID_GOAL, f"joint speed stop: {why}")
         if env.enabled:
             # the envelope's stop (its damping, its repulsion: the frames stay on their side of the
             # planes while the arm stops), left by ~/resume as well
@@ -994,6 +1152,7 @@ class ControlLoop:
     def step(self, now, t=None):
         """One control cycle at `now`: (tau in model order, safe).  Never raises: an exception is
         counted (errors.control_step), logged (throttled) and answered with the safe command."""
+        self._latest = now
         try:
             if not self.active:
                 return self.safe_step(now), True
@@ -1021,6 +1180,9 @@ class ControlLoop:
         self._log_throttled(f"errors.{where}", "error",
                             f"{where}: {type(e).__name__}: {e} (publishing the safe command)", now)
 
+    FIRST_DT = 0.001               # s: a step's dt when nothing before it is known (activation, after a
+                                   # safe ramp on a clock the caller did not report)
+
     def _control(self, now, t):
         """state -> law -> safety filter (the watchdog has passed)."""
         # One clock for the cycle: every stage's dt (the law's, the rate limit's, the ramps', the
@@ -1028,7 +1190,7 @@ class ControlLoop:
         # sim time under use_sim_time; the robot's time on the Franka).  Only the watchdog runs on
         # `now` (the steady clock: a dead driver is a wall-clock event).
         tc = now if t is None else t
-        dt = self.period if self.last_t is None else min(max(tc - self.last_t, 1e-6), 0.1)
+        dt = self.FIRST_DT if self.last_t is None else min(max(tc - self.last_t, 1e-6), 0.1)
         self.last_t = tc
         self.last_step = now
         # the rate limit counts from when the last command left, on the same clock: sent(now, t) from
@@ -1039,7 +1201,7 @@ class ControlLoop:
         elif self.last_pub is not None:
             dt_rate = min(max(now - self.last_pub, 1e-6), 0.1)
         else:
-            dt_rate = dt
+            dt_rate = self.FIRST_DT
         self.last_pub = now
         self.last_sent_t = tc
         if self.watchdog != "ok":
@@ -1064,6 +1226,8 @@ class ControlLoop:
                 self.law.set_reference(ref)
             except ValueError as e:
                 self.reject_reference(self.pending_what, str(e), now)
+                if self.goal is not None and self.goal.trajectory is ref:
+                    self.end_goal("aborted", INVALID_GOAL, f"the law refused the trajectory: {e}")
         for run, what in ((self.payload_run, "payload_id"), (self.dynamics_run, "dynamics_id")):
             if run is not None and run.busy:
                 try:
@@ -1090,6 +1254,10 @@ class ControlLoop:
         if self.tank.target is not None:
             self._set_stiffness(self.tank.step(self._stiffness(), self.law._e))
         tau = self.law.compute(st)
+        if self.goal is not None:
+            self._check_goal(st)
+        if self.cartesian and self.law.clipped:
+            self._act("pose_error_clipped", now)
         if self.tank.capacity > 0:
             self.tank.refill(self.law.damping_power * dt)
         env_on = self.envelope.enabled
@@ -1100,12 +1268,62 @@ class ControlLoop:
         # since the last command left leaves out each step's own duration: a busy loop ramped slower)
         prev = self.safety.prev
         tau = self.safety.apply(tau, st, dt_rate, fallback=fallback, ramp_dt=dt)
+        if self.safety.reasons:
+            for r in self.safety.reasons:
+                if r not in QUIET_SAFETY:
+                    self._act(f"safety.{r}", now)
         if env_on:
             tau = self._envelope_sent(tau, prev, dt_rate)
         self.tau[:] = tau
         self.safe_reached = False
         self.total_steps += 1
         return self.tau
+
+    # ------------------------------------------------------------------ FollowJointTrajectory goal
+    def _check_goal(self, st):
+        """After the law: the goal's monitor on this step's measured state and reference (its path
+        tolerance, its goal tolerance and time); a trajectory no longer followed ends the goal."""
+        g, law = self.goal, self.law
+        if g.done:
+            self.goal = None
+            return
+        if law.trajectory is not g.trajectory:
+            if self.pending_ref is not g.trajectory:       # replaced by something that did not say so
+                self.end_goal("aborted", INVALID_GOAL, "the trajectory is no longer followed")
+            return
+        if g.check(law.trajectory_time(st.t), self.q, self.v, law.q_d, law.v_d):
+            self._goal_ended(g, g.hold)
+
+    def end_goal(self, status, code, message, hold=True):
+        """End the running goal (if any) with status 'succeeded' | 'aborted' | 'canceled', its error
+        code and reason; `hold`: the arm holds the current position (JTC's set_hold_position) when the
+        goal's trajectory is being followed (not on a preemption: the new reference starts from the
+        one followed, without a jump).  The caller (the node) reports the end."""
+        g = self.goal
+        if g is not None and g.end(status, code, message):
+            self._goal_ended(g, hold)
+
+    def cancel_goal(self, goal):
+        """The client cancelled `goal`: it ends canceled and the arm holds where it is (JTC).  False if
+        it had already ended."""
+        if self.goal is not goal or goal.done:
+            return False
+        goal.end("canceled", SUCCESSFUL, "canceled: holding the current position")
+        self._goal_ended(goal, True)
+        return True
+
+    def _goal_ended(self, g, hold):
+        o = g.outcome
+        self.goal = None
+        self.counts[f"follow_joint_trajectory.{o.status}"] += 1
+        self._log("info" if o.status == "succeeded" else "warn",
+                  f"follow_joint_trajectory goal {o.status}: {o.message}")
+        if o.status == "succeeded":
+            return
+        if self.pending_ref is g.trajectory:             # not started yet: never followed
+            self.pending_ref = None
+        elif hold and self.law.trajectory is g.trajectory and self.active and self.have_state:
+            self.law.reset(self.state)                   # hold the current position
 
     def _envelope(self, tau, st, dt, now):
         """The Cartesian envelope on the law's command; a stop that starts here is logged, counted and
@@ -1118,6 +1336,7 @@ class ControlLoop:
             self._log("error", f"safety envelope: {env.stop_reason}: stopping the arm (damping to rest, "
                                "then holding); ~/resume to go on")
             self._abort_payload_run("safety envelope stop", restore=False)
+            self.end_goal("aborted", INVALID_GOAL, f"safety envelope stop: {env.stop_reason}")
         return tau
 
     def _envelope_sent(self, tau, prev, dt_rate):
@@ -1228,6 +1447,9 @@ class ControlLoop:
                                 f"{self._reset_cause}); holding the current position (send it again)", now)
         law.reset(self.state)
         if tripped and self.pending_ref is not None:
+            if self.goal is not None and self.goal.trajectory is self.pending_ref:
+                self.end_goal("aborted", INVALID_GOAL, f"arrived while {self._reset_cause}: not followed",
+                              hold=False)
             what, self.pending_ref = self.pending_what, None
             self.reject_reference(what, f"arrived while {self._reset_cause}: not followed; the arm holds its "
                                   "position, send it again", now)
@@ -1388,18 +1610,38 @@ class ControlLoop:
                    ("envelope.min_clearance", f"{env.min_clearance:.4f}"),
                    ("envelope.speed_ratio", f"{env.speed_ratio:.3f}")]
             kv += [(f"envelope.{k}", str(n)) for k, n in sorted(env.counts.items()) if k != "stops"]
+        # what the safety layer did: counts in all, since the previous call, the newest action
+        acts = self._acts.copy()                   # (atomic: the control thread may add a key)
+        since = {k: a[0] - self._acts_reported.get(k, 0) for k, a in acts.items()
+                 if a[0] != self._acts_reported.get(k, 0)}
+        self._acts_reported = {k: a[0] for k, a in acts.items()}
+        kv += [(f"acted.{k}", str(a[0])) for k, a in sorted(acts.items())]
+        last = self._last_act
+        if last is not None:
+            kv.append(("acted.last", f"{last[0]}{': ' + last[1] if last[1] else ''}"))
         if not self.active:
             return OK, "inactive", kv
+        trips = self.counts["watchdog_trips"]
         if self.watchdog == "tripped":
-            return ERROR, "watchdog tripped: joint states stale or invalid", kv
+            return ERROR, (f"watchdog tripped ({trips} trip{'s' if trips != 1 else ''}): {self._trip_why}; "
+                           f"publishing the safe command"), kv
         if self.speed_stop:
-            return ERROR, f"joint speed stop: {self.speed_stop}; damping to rest; ~/resume to go on", kv
+            n = self.counts.get("safety.joint_speed_stops", 0)
+            return ERROR, (f"joint speed stop ({n} in all): {self.speed_stop}; damping to rest; ~/resume to "
+                           f"go on"), kv
         if env.state in ("stopping", "stopped"):
-            return ERROR, f"safety envelope stop ({env.state}): {env.stop_reason}; ~/resume to go on", kv
+            return ERROR, (f"safety envelope stop ({env.state}, {env.counts.get('stops', 0)} in all): "
+                           f"{env.stop_reason}; ~/resume to go on"), kv
         if self.watchdog == "waiting":
             return WARN, "waiting for joint states", kv
         if self._js_episode.reason:
             return WARN, f"rejecting joint states ({self._js_episode.reason})", kv
+        recent = last is not None and self._latest is not None and self._latest - last[2] <= ACT_HOLD
+        if since or recent:
+            what = ", ".join(f"{k} x{n}" for k, n in sorted(since.items(), key=lambda kn: -kn[1])) \
+                or "nothing new"
+            detail = f": {last[1]}" if last[1] else ""
+            return WARN, (f"safety acting (since the last report: {what}); last: {last[0]}{detail}")[:400], kv
         return OK, "active", kv
 
     @property

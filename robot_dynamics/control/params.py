@@ -70,11 +70,12 @@ LOOP_PARAMS = [
          "both backends and every algorithm, read at configure; not set: the model's (none)", "per_joint"),
     Spec("effort_scale", 1.0, "fraction (0, 1] of the effort limits actually allowed", "positive", live=True),
     Spec("torque_rate_limit", 1000.0, "largest torque change per second [N m/s]", "positive", live=True),
-    Spec("setpoint_shaping", True, "joint laws: a set-point (a JointReference without velocity or "
-         "acceleration, ~/target_joint_state) is approached on a rest-to-rest quintic whose speed keeps the "
-         "law's torque change within half the torque-rate limit (and the joints within their velocity "
-         "limits), instead of being stepped to: a step never saturates the rate limit, which would add "
-         "lag inside the loop and can turn a stable law into a limit cycle; false: stepped to", live=True),
+    Spec("setpoint_shaping", True, "a joint set-point (~/target_joint_state: no velocity) is approached on a "
+         "rest-to-rest quintic whose speed keeps the law's torque change within half the torque-rate limit "
+         "and the joints within 0.8 x their velocity limits; a Cartesian pose step the rate limit would not "
+         "pass in 10 ms is approached likewise (streamed paths are followed as sent): a step never "
+         "saturates the rate limit, whose lag inside the loop can turn a stable law into a limit cycle; "
+         "false: stepped to", live=True),
     Spec("ramp_time", 0.5, "torque ramp from zero on activation and after a watchdog trip [s]", "nonneg",
          live=True),
     Spec("position_margin", 0.0, "distance to a position limit where a repulsive torque starts "
@@ -154,6 +155,11 @@ LOOP_PARAMS = [
          live=True),
     Spec("dynamics_id.v_min", 0.03, "a joint's rows near its velocity reversals (|v| below this) are left out "
          "[rad/s]", "nonneg", live=True),
+    Spec("dynamics_id.fit_band", True, "identify each joint's dry-friction velocity scale vs (fc tanh(v / vs)) "
+         "from the same run and write it as friction_velocity_scale; false: the fixed 0.01 rad/s band", live=True),
+    Spec("dynamics_id.band_min", 0.002, "the smallest vs written [rad/s]: keep it above the joint velocity "
+         "noise (a narrower band chatters; a wider one only compensates less)", "positive", live=True),
+    Spec("dynamics_id.stiction", 0.05, "friction_stiction written with the result (0: none)", "nonneg", live=True),
     Spec("dynamics_id.scale", 1.0, "friction_scale written with the result (the fraction compensated)",
          "nonneg", live=True),
     Spec("dynamics_id.max_gap", 0.005, "a gap in the recorded states longer than this [s] (states the loop did "
@@ -257,7 +263,16 @@ LAW_KEYS = {
     "friction_compensation": ("bool", "add the friction model below"),
     "friction_viscous": ("per_joint", "viscous friction [N m s/rad]"),
     "friction_coulomb": ("per_joint", "Coulomb friction [N m]"),
-    "friction_smoothing": ("positive", "tanh smoothing velocity of the Coulomb term [rad/s]"),
+    "friction_smoothing": ("positive", "tanh smoothing velocity of the Coulomb term [rad/s] where "
+                                       "friction_velocity_scale is 0 (files written before it was identified)"),
+    "friction_velocity_scale": ("per_joint", "identified velocity scale vs of the Coulomb term fc tanh(v / vs) "
+                                             "[rad/s] per joint; 0: friction_smoothing"),
+    "friction_band_margin": ("positive", "the compensation's tanh band is this (>= 1) times the model's: at most "
+                                         "the identified friction at every speed, 1 / margin of it near rest"),
+    "friction_stiction": ("double", "at rest, this fraction [0, 0.5] of friction_coulomb along the law's own pull "
+                                    "(its torque without gravity), fading as the joint slides: the breakaway a "
+                                    "velocity-sign model does not give (0: off)"),
+    "friction_stiction_torque": ("positive", "the law's pull [N m] at which friction_stiction reaches 76 % (tanh)"),
     "friction_offset": ("per_joint_any", "constant torque offset [N m] (any sign)"),
     "friction_scale": ("double", "fraction [0, 1] of the friction model compensated"),
     "kp": ("per_joint", "position gain [1/s^2]; not set: omega^2"),

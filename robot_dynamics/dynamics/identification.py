@@ -7,7 +7,7 @@ inverse dynamic model is linear in the parameters,
     theta = [pi (10 per body, `regressor.inertial_parameters` order) | Ia | fv | fc | off]  (per joint)
 
 with s(v) = tanh(v / band) a smooth sign (Coulomb friction; `band` [rad/s] the velocity below which
-it fades, FRICTION_BAND), Ia the rotor (armature) inertia seen at the joint, fv viscous, fc Coulomb
+it fades: FRICTION_BAND, or per joint as `fit_bands` identifies it from the same data), Ia the rotor (armature) inertia seen at the joint, fv viscous, fc Coulomb
 friction and off a constant torque offset (sensor bias, cable).  Either all of theta is estimated
 (`inertial=True`), or the inertial parameters are taken from the model and only the joint terms are
 fitted to tau - RNEA_model (`inertial=False`: each joint's four terms from its own torque, what a user
@@ -275,10 +275,12 @@ def consistency(model, theta, inertial=True):
 
 def controller_params(est, model, joints=None, laws=("gravity_compensation", "computed_torque",
                                                    "joint_impedance", "cartesian_impedance"),
-                      band=FRICTION_BAND, scale=1.0):
+                      band=FRICTION_BAND, scale=1.0, stiction=None):
     """The controller parameters that apply an identification (a flat dict, `joints` order): the
     friction model of every law in `laws` (`<law>.friction_compensation` true, `_viscous`,
-    `_coulomb`, `_offset`, `_smoothing` = band, `_scale`) and `armature`.  A joint term the data did
+    `_coulomb`, `_offset`, `_scale`, `_smoothing` = FRICTION_BAND and `_velocity_scale` = band, per
+    joint in model order when it was identified (fit_bands), a scalar written as `_smoothing` alone
+    as before, `_stiction` when given) and `armature`.  A joint term the data did
     not identify alone (regrouped, e.g. the first joint's Ia with its link's Izz when the inertials
     were identified too) or found negative is written as 0 and listed in `notes` (returned second)."""
     joints = list(joints or model.joint_names)
@@ -295,10 +297,16 @@ def controller_params(est, model, joints=None, laws=("gravity_compensation", "co
         v = np.where(np.isfinite(v), v, 0.0)
         vals[t] = v if t == "off" else np.maximum(v, 0.0)
     out = {"armature": vals["Ia"].tolist()}
+    per_joint = np.ndim(band) > 0
     for law in laws:
         out.update({f"{law}.friction_compensation": True, f"{law}.friction_viscous": vals["fv"].tolist(),
                     f"{law}.friction_coulomb": vals["fc"].tolist(), f"{law}.friction_offset": vals["off"].tolist(),
-                    f"{law}.friction_smoothing": float(band), f"{law}.friction_scale": float(scale)})
+                    f"{law}.friction_smoothing": float(FRICTION_BAND if per_joint else band),
+                    f"{law}.friction_scale": float(scale)})
+        if stiction is not None:
+            out[f"{law}.friction_stiction"] = float(stiction)
+        if per_joint:
+            out[f"{law}.friction_velocity_scale"] = [float(x) for x in np.asarray(band, float)[idx]]
     return out, notes
 
 
@@ -382,6 +390,57 @@ def dataset(model, t, q, tau, inertial=True, derivative_cutoff=50.0, cutoff=10.0
         raise ValueError(f"dataset: {len(t)} samples, fewer than the {2 * k} trimmed at the ends")
     sl = slice(k, len(t) - k, step)
     return Wf[sl], yf[sl], keep[sl]
+
+
+def fit_bands(model, t, q, tau, inertial=False, est=None, derivative_cutoff=50.0, cutoff=10.0, step=5, trim=0.5,
+              valid=None, band_min=0.002, band_max=0.5, n_grid=40):
+    """The velocity scale vs of each joint's dry friction fc tanh(v / vs) from the same data (issue 43):
+    the shape of the friction near zero speed, which the fixed FRICTION_BAND only assumed.  The model
+    is nonlinear in vs alone: per joint, for each vs on a log grid over [band_min, band_max], the
+    joint's four terms (Ia, fv, fc, off) by least squares on its rows, the tanh column built at that vs
+    and low-passed as dataset() does the others (parallel filtering: the filter, linear, keeps
+    tau = W theta true row by row wherever it holds sample by sample); the vs of the smallest residual,
+    refined by a parabola through its neighbours in log vs.  Every row is used, the reversals too
+    (they carry the shape; dataset()'s v_min mask would leave out exactly them), except those near a gap
+    (valid).  inertial=True: the inertial part of `est` (an Identification with the inertials) is
+    taken from the target first.  band_min: the floor (a band narrower than the velocity noise makes
+    the compensation chatter; a wider one is safe: the compensation stays below the model).  Returns
+    (vs per joint, {joint: (grid, residual RMS)})."""
+    W, y, keep = dataset(model, t, q, tau, inertial=inertial, derivative_cutoff=derivative_cutoff, cutoff=cutoff,
+                         step=step, v_min=-1.0, trim=trim, valid=valid)
+    _, v, _, _ = derivatives(t, q, cutoff=derivative_cutoff)
+    n = model.nv
+    h = float(np.mean(np.diff(t)))
+    k = int(round(trim / h))
+    sl = slice(k, len(t) - k, step)
+    p0 = W.shape[2] - 4 * n                    # the joint block's first column
+    if inertial:
+        if est is None:
+            raise ValueError("fit_bands: inertial=True needs the estimate of the inertials (est)")
+        y = y - W[:, :, :p0] @ est.theta()[:p0]
+    grid = np.geomspace(band_min, band_max, n_grid)
+    out, curves = np.empty(n), {}
+    for j in range(n):
+        rows = keep[:, j]
+        fixed = W[rows][:, j, [p0 + j, p0 + n + j, p0 + 3 * n + j]]       # Ia q'', fv q', off
+        yj = y[rows, j]
+        res = np.empty(n_grid)
+        for i, vs in enumerate(grid):
+            col = lowpass(t, np.tanh(v[:, j] / vs), cutoff)[sl][rows]
+            A = np.column_stack([fixed, col])
+            r = yj - A @ np.linalg.lstsq(A, yj, rcond=None)[0]
+            res[i] = np.sqrt(np.mean(r ** 2))
+        i = int(np.argmin(res))
+        x = np.log(grid)
+        if 0 < i < n_grid - 1:                  # the parabola's vertex through the three around the minimum
+            y0, y1, y2 = res[i - 1:i + 2]
+            den = y0 - 2 * y1 + y2
+            shift = 0.5 * (y0 - y2) / den if den > 0 else 0.0
+            out[j] = float(np.exp(x[i] + shift * (x[1] - x[0])))
+        else:
+            out[j] = float(grid[i])
+        curves[model.joint_names[j]] = (grid, res)
+    return np.clip(out, band_min, band_max), curves
 
 
 def fourier_trajectory(coef_a, coef_b, q0, omega, t):

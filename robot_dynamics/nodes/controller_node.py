@@ -72,6 +72,7 @@ from .controller_inputs import ReferenceInputs
 from .controller_outputs import Outputs
 from .controller_params import LOOP_PARAM_NAMES, all_param_specs, interface_tables_markdown, parse_xacro_args
 from .controller_services import ControllerServices
+from .follow_joint_trajectory import FollowJointTrajectoryServer
 
 # the joint-state input and the command output take their QoS from parameters (qos_*, output_qos_*).
 # QOS_SENSOR is the wrench input's.
@@ -112,13 +113,14 @@ class _Configured:
         return getattr(loop, name)
 
 
-class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
+class TorqueControllerNode(ReferenceInputs, ControllerServices, FollowJointTrajectoryServer, LifecycleNode):
     """Lifecycle torque controller; see the module docstring."""
 
     def __init__(self, node_name="torque_controller", **kwargs):
         super().__init__(node_name, **kwargs)
         self._specs = {s.name: s for s in all_param_specs()}
         declare_all(self, self._specs.values())
+        self._fjt_declare()                    # constraints.<joint>.* (FollowJointTrajectory)
         self._lock = threading.RLock()
         self._log = self.get_logger()
         self.c = None                          # _Configured while configured
@@ -281,8 +283,7 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
                                    "it is read TRANSIENT_LOCAL: a publisher that is up delivers it at "
                                    f"once), or set robot_description, urdf_path or robot{self._clock_note()}{hint}")
                 return
-        fallback = not (have_param or self._rd_msg)
-        (self._log.warning if fallback else self._log.info)(
+        self._log.info(
             f"autostart: configuring ({'robot_description parameter' if have_param else ''}"
             f"{'' if have_param else (self._p('robot_description_topic') + ' received' if self._rd_msg else 'fallback ' + repr(self._p('urdf_path') or self._p('robot')) + ': no robot description came in ' + format(waited, '.1f') + ' s')})")
         self._end_autostart()
@@ -316,14 +317,26 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
             except Exception as e:                     # noqa: BLE001 (file, xacro, XML, inertia errors)
                 raise ValueError(f"{src}: {e}") from None
         elif self._p("robot"):
-            src = f"robot {self._p('robot')!r}"
+            src = f"robot {self._p('robot')!r} (example-robot-data's model, a stand-in)"
             try:
-                return Model.from_robot(self._p("robot"), **kw), src
+                model = Model.from_robot(self._p("robot"), **kw)
             except (ValueError, FileNotFoundError, KeyError) as e:
                 raise ValueError(f"{src}: {e}") from None
+            # named by the user (the `robot` parameter: the sim and demo configs, real_robot.launch.py's
+            # fallback_robot), and still not the arm's own description: said at WARN (issue 42)
+            self._log.warning(
+                f"no robot description (parameter or {self._p('robot_description_topic')}): using "
+                f"example-robot-data's {self._p('robot')!r} model, as the `robot` parameter names it; it is "
+                "not your driver's URDF (dimensions, masses, limits and tool may differ)")
+            return model, src
         else:
-            raise ValueError("no robot description: set the robot_description parameter, publish "
-                             f"{self._p('robot_description_topic')}, or set urdf_path or robot")
+            raise ValueError(
+                f"no robot description: none on the robot_description parameter or on "
+                f"{self._p('robot_description_topic')} (start the robot's driver first: it publishes it, "
+                f"TRANSIENT_LOCAL), and no urdf_path.  Pass one: real_robot.launch.py "
+                f"robot_description:=\"$(xacro my_arm.urdf.xacro)\", or -p urdf_path:=/path/arm.urdf; "
+                f"example-robot-data's model only if you name it (real_robot.launch.py fallback_robot:=panda, "
+                f"the `robot` parameter)")
         try:
             return Model.from_urdf_string(urdf, **kw), src
         except Exception as e:                         # noqa: BLE001 (XML / parser errors of any type)
@@ -351,11 +364,6 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
         gc.freeze()
         self._log.info(f"configured: {c.law.name} on {c.model.name} ({c.source}), joints {c.joints}, "
                        f"commands on {self._p('command_topic')}, control thread on {c.js_sub.topic_name}")
-        if c.source.startswith(("robot ", "urdf_path ")):
-            self._log.warning(f"the model is the fallback {c.source}, not a description of the robot on the "
-                              f"topics (none on the robot_description parameter or "
-                              f"{self._p('robot_description_topic')}): right for a simulation of that model; "
-                              "on a real arm pass its driver's description")
         return SUCCESS
 
     def _configure(self):
@@ -447,6 +455,7 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
             warm_type_supports()
             self._warm = True
         self.c = c
+        self._fjt_configure(c)                     # ~/follow_joint_trajectory (joint laws, control_msgs)
 
     # parameters of rclpy itself or of the middleware, which a params file may carry for this node
     FOREIGN_PARAMS = ("use_sim_time", "qos_overrides.", "start_type_description_service")
@@ -513,6 +522,8 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, LifecycleNode):
             path.stop()
 
     def _teardown(self):
+        if self.c is not None:
+            self._fjt_teardown()
         c, self.c = self.c, None
         self.active = False
         if c is None:

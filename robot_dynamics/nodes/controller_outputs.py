@@ -1,7 +1,7 @@
 """What the torque controller node publishes per control step, preallocated at configure and published
 from its control thread: the command (a serialized std_msgs/Float64MultiArray, nodes/cdr.py), and
-when wanted ~/joint_command (sensor_msgs/JointState efforts), ~/state (only while it has subscribers)
-and the momentum observer's ~/external_wrench, ~/external_torque and ~/collision; and, from the
+when wanted ~/joint_command (sensor_msgs/JointState efforts), ~/state (only while it has subscribers),
+the Cartesian law's ~/current_pose, ~/desired_pose and ~/pose_error (the same) and the momentum observer's ~/external_wrench, ~/external_torque and ~/collision; and, from the
 executor, the safety envelope's limits as markers on ~/safety_markers (latched).
 
     out = Outputs(node, loop, command_topic, qos_out, publish_joint_command)
@@ -14,7 +14,8 @@ import time
 from array import array
 
 import numpy as np
-from geometry_msgs.msg import WrenchStamped
+import pinocchio as pin
+from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray
@@ -81,6 +82,62 @@ class StateOutput:
         return view
 
 
+class PoseStateOutput:
+    """The Cartesian law's state on messages made for it (as cartesian_controllers publishes its
+    current_pose), in the model's base frame, stamped like the command, published only while each has
+    subscribers: ~/current_pose (geometry_msgs/PoseStamped: the controlled frame's pose, from the law's
+    reference and error), ~/desired_pose (PoseStamped: the reference being followed) and ~/pose_error
+    (geometry_msgs/TwistStamped: linear p_d - p [m], angular log3(R_d R^T) [rad], base axes).  Nothing
+    while the safe command is out (the law's values are stale then)."""
+
+    def __init__(self, node, loop):
+        frame = loop.model.frame_names[0]
+        self.pubs = {}
+        for name, typ in (("current_pose", PoseStamped), ("desired_pose", PoseStamped), ("pose_error", TwistStamped)):
+            msg = typ()
+            msg.header.frame_id = frame
+            self.pubs[name] = (node.create_publisher(typ, f"~/{name}", 10), msg)
+        self.subs, self.checked = {k: 0 for k in self.pubs}, -float("inf")
+
+    def wanted(self):
+        now = time.monotonic()
+        if now - self.checked >= STATE_SUBS_CHECK_PERIOD:
+            self.checked = now
+            self.subs = {k: pub.get_subscription_count() for k, (pub, _) in self.pubs.items()}
+        return any(self.subs.values())
+
+    @staticmethod
+    def _pose(msg, p, q):
+        pos, ori = msg.pose.position, msg.pose.orientation
+        pos.x, pos.y, pos.z = (float(x) for x in p)
+        ori.x, ori.y, ori.z, ori.w = (float(x) for x in q)
+
+    def publish(self, sec, nanosec, info):
+        ref, err = np.asarray(info.reference, dtype=float), np.asarray(info.error, dtype=float)
+        if ref.shape != (7,) or err.shape != (6,):
+            return
+        p_d, q_d = ref[:3], ref[3:]
+        for name, (pub, msg) in self.pubs.items():
+            if not self.subs[name]:
+                continue
+            msg.header.stamp.sec, msg.header.stamp.nanosec = sec, nanosec
+            if name == "desired_pose":
+                self._pose(msg, p_d, q_d)
+            elif name == "pose_error":
+                tw = msg.twist
+                tw.linear.x, tw.linear.y, tw.linear.z = (float(x) for x in err[:3])
+                tw.angular.x, tw.angular.y, tw.angular.z = (float(x) for x in err[3:])
+            else:                          # R = exp3(e_r)^T R_d, p = p_d - e_p
+                R_d = pin.Quaternion(float(q_d[3]), float(q_d[0]), float(q_d[1]), float(q_d[2])).toRotationMatrix()
+                R = pin.exp3(err[3:]).T @ R_d
+                self._pose(msg, p_d - err[:3], pin.Quaternion(R).coeffs())
+            pub.publish(msg)
+
+    def destroy(self, node):
+        for pub, _ in self.pubs.values():
+            node.destroy_publisher(pub)
+
+
 class Outputs:
     """See the module docstring.  `cmd_np` is the command as last published, in `joints` order."""
 
@@ -97,6 +154,7 @@ class Outputs:
         self._publish_raw = self.cmd_pub.handle.publish_raw
         self.state = StateOutput(node, loop)
         self.state_pub = self.state.pub
+        self.pose_state = PoseStateOutput(node, loop) if getattr(loop, "cartesian", False) else None
         self.jc_pub = self.jc_msg = self.jc_eff = None
         if publish_joint_command:
             self.jc_pub = node.create_publisher(JointState, "~/joint_command", qos_out)
@@ -122,9 +180,12 @@ class Outputs:
         self._publish_raw(self.cmd.bytes())
         jc = self.jc_pub is not None
         state = publish_state and self.state.wanted()
-        if not (jc or state):
+        pose = publish_state and not safe and self.pose_state is not None and self.pose_state.wanted()
+        if not (jc or state or pose):
             return
         sec, nanosec = divmod(stamp_ns, 1_000_000_000)
+        if pose:
+            self.pose_state.publish(sec, nanosec, info)
         if jc:
             stamp = self.jc_msg.header.stamp
             stamp.sec, stamp.nanosec = sec, nanosec
@@ -198,6 +259,8 @@ class Outputs:
                     pass
 
     def destroy(self):
+        if self.pose_state is not None:
+            self.pose_state.destroy(self.node)
         for pub in (self.cmd_pub, self.state_pub, self.jc_pub, self.obs_wrench_pub, self.obs_torque_pub,
                     self.collision_pub, self.markers_pub):
             if pub is not None:

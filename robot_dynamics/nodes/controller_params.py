@@ -8,6 +8,7 @@ from ..control import params as loop_params
 from .. import realtime
 from .common import (EXECUTORS, RELIABILITIES, ParamSpec, params_table_markdown, parse_xacro_args,  # noqa: F401
                      ros_param_spec)
+from .follow_joint_trajectory import FJT_PARAMS
 
 T = Parameter.Type
 
@@ -91,6 +92,7 @@ GENERAL_PARAMS = [
               "multi).  The joint states, the F/T wrench, the control step and the commands run on the "
               "node's control thread whatever the executor (nodes/control_path.py)", "choices", EXECUTORS, startup=True),
     *[ParamSpec(*p, startup=True) for p in realtime.PARAMS],   # applied by main() once the node exists
+    *FJT_PARAMS,
 ]
 assert {s.name for s in GENERAL_PARAMS} >= set(_LOOP), "every loop parameter is a node parameter"
 
@@ -139,7 +141,14 @@ TOPICS = [
      "torque command in `joints` order"),
     ("pub", "~/joint_command", "sensor_msgs/JointState", "the same command as efforts (publish_joint_command)"),
     ("pub", "~/state", "sensor_msgs/JointState",
-     "controller state: position = reference, velocity = error, effort = command"),
+     "controller state: position = reference, velocity = error, effort = command (every law: the command per "
+     "joint, for plotting beside the joint states; the Cartesian law's pose and error are on the three "
+     "topics below)"),
+    ("pub", "~/current_pose, ~/desired_pose", "geometry_msgs/PoseStamped",
+     "cartesian_impedance: the controlled frame's pose and the reference, base frame, stamped like the command, "
+     "while subscribed (not while the safe command is out)"),
+    ("pub", "~/pose_error", "geometry_msgs/TwistStamped",
+     "cartesian_impedance: linear p_d - p [m], angular log3(R_d R^T) [rad], base axes, the same"),
     ('pub', '~/external_wrench', 'geometry_msgs/WrenchStamped',
      "observer.enabled: the momentum observer's estimate of the wrench the environment exerts at `observer.frame` (frame_id), about its origin, in its axes; stamp = the control step's; at observer.publish_rate"),
     ('pub', '~/external_torque', 'sensor_msgs/JointState',
@@ -149,6 +158,13 @@ TOPICS = [
     ("pub", "~/safety_markers", "visualization_msgs/MarkerArray",
      "the safety envelope's planes (thin squares) and boxes (translucent cubes) in the base frame, reliable "
      "TRANSIENT_LOCAL: at configure and after every safety.* change (RViz, Foxglove)"),
+    ("action", "~/follow_joint_trajectory", "control_msgs/action/FollowJointTrajectory",
+     "joint_impedance, computed_torque: JointTrajectoryController's action (MoveIt's FollowJointTrajectory "
+     "controller type): goal checks, path / goal tolerances and goal_time (constraints.*), feedback at "
+     "action_monitor_rate, cancel holds; a new goal or reference preempts (README: MoveIt)"),
+    ("pub", "~/controller_state", "control_msgs/msg/JointTrajectoryControllerState",
+     "joint_impedance, computed_torque: as JointTrajectoryController publishes it (reference, feedback, error, "
+     "output = the command's efforts, speed_scaling_factor), at controller_state_rate while subscribed"),
     ("pub", "/diagnostics", "diagnostic_msgs/DiagnosticArray",
      "loop rate, step latency, safety-filter interventions, rejected messages, watchdog (diagnostics_period)"),
     ("pub", "~/payload_estimate", "geometry_msgs/InertiaStamped",

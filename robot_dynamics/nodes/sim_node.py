@@ -20,8 +20,19 @@ Command handling, as a ros2_control JointGroupEffortController + effort interfac
 message of the wrong length, or with a NaN / inf, is rejected with a (throttled) warning and the last
 good command is held (`bad_command_policy: hold`, the ForwardCommandController behaviour), or the
 command is zeroed (`bad_command_policy: zero`).  Efforts are clamped at the URDF effort limits (as
-gz_ros2_control does with the ros2_control tag's min/max).  With `command_timeout` > 0 the command is
-zeroed when no message came for that long (a driver's watchdog); 0 disables it (Gazebo's behaviour).
+gz_ros2_control does with the ros2_control tag's min/max).
+
+A controller that dies (issue 42): with `command_timeout` > 0 (0.1 s by default) and no command for
+that long once commands came, the sim does what a robot driver's communication watchdog does: it
+stops the arm and holds it.  It brakes first, tau = bias(q, v) - M(q) v / stop_time_constant (gravity
+held, every joint speed decaying with that time constant, within the effort limits:
+MujocoSim.braking_torque), and once every joint is slower than `stop_rest_speed` the brakes close
+and hold the arm where it came to rest (as the start-up brakes hold it at initial_positions).  A WARN
+says so, and /diagnostics reports level WARN with the count (`timeouts`) while stopped.  The brakes
+open again as at start-up, once a live controller's command has settled (brake_release_tolerance /
+brake_settle_time / brake_release_timeout).  Joint position limits are hard end stops in the sim
+(MujocoSim).  `command_timeout` 0: the last command is applied forever (Gazebo's and a ros2_control
+JointGroupEffortController's behaviour: ros2_controllers #95).
 
 Timing: physics runs in its own thread, paced by the wall clock: every 1/publish_rate s it steps as
 many dt steps as the real-time factor asks (sim time = real_time_factor x wall time), then publishes.
@@ -87,7 +98,10 @@ PARAMETERS = {
     "publish_clock": (True, "publish /clock"),
     "publish_robot_description": (False, "publish the URDF on /robot_description (transient local)"),
     "bad_command_policy": ("hold", "wrong length / non-finite command: 'hold' last good, or 'zero'"),
-    "command_timeout": (0.0, "zero the command after this long without one [s]; 0: never"),
+    "command_timeout": (0.1, "[s] without a command (once commands came) -> brake to rest and hold, as a "
+                             "driver's watchdog; 0: apply the last command forever (Gazebo)"),
+    "stop_time_constant": (0.05, "[s] the timeout stop's braking: joint speeds decay as exp(-t / this)"),
+    "stop_rest_speed": (0.01, "[rad/s] the timeout stop closes the brakes once every joint is slower"),
     "hold_until_first_command": (True, "brakes: keep the arm still at initial_positions until the "
                                        "controller's command has settled (see brake_release_tolerance); "
                                        "false: the arm moves at once, as in Gazebo"),
@@ -210,6 +224,11 @@ class MujocoSimNode(Node):
         self._cmd = np.zeros(self.n)            # model order
         self._cmd_time = None
         self._braked = bool(p["hold_until_first_command"])
+        self._hold_q = self.q0                  # where the brakes hold the arm
+        self._stopping = False                  # command timeout: braking to rest (then braked)
+        if not (float(p["command_timeout"]) >= 0 and float(p["stop_time_constant"]) > 0
+                and float(p["stop_rest_speed"]) > 0):
+            raise ValueError("command_timeout must be >= 0, stop_time_constant and stop_rest_speed > 0")
         self._first_nonzero = None
         self._settle_ref, self._settle_t = None, 0.0   # brakes: command at the start of the settle window
         self._bad = 0
@@ -242,6 +261,7 @@ class MujocoSimNode(Node):
         self._js = JointStateWriter(self.joints)
         self._wmsg = WrenchStampedWriter(self.ft_frame or "")
         self._clock_out = ClockWriter()
+        self._timed_out = False                 # the present stop (if any) came from a command timeout
         self.stats = {"cycles": 0, "steps": 0, "slips": 0, "bad_commands": 0, "timeouts": 0,
                       "commands": 0, "superseded_commands": 0}
         self.rt_report = None                   # realtime.apply's report once apply_realtime() ran
@@ -282,10 +302,15 @@ class MujocoSimNode(Node):
         return self.rt_report
 
     def _publish_diagnostics(self):
+        stopped = self._stopping or (self._braked and self._timed_out)
         st = DiagnosticStatus(name=f"{self.get_name()}: mujoco sim", hardware_id=self.model.name,
-                              level=DiagnosticStatus.OK, message="ok")
+                              level=DiagnosticStatus.WARN if stopped else DiagnosticStatus.OK,
+                              message=(f"command timeout ({self.stats['timeouts']}): "
+                                       f"{'braking' if self._stopping else 'holding'}") if stopped else "ok")
         kv = [(k, str(v)) for k, v in self.stats.items()] + [("sim_time", f"{self.sim.t:.3f}"),
-                                                             ("brakes", "on" if self._braked else "off")]
+                                                             ("brakes", "on" if self._braked else "off"),
+                                                             ("timeout_stop", "braking" if self._stopping else
+                                                              "holding" if stopped else "off")]
         if self.rt_report is not None:
             kv += realtime.diagnostics_values(self.rt_report)
         st.values = [KeyValue(key=k, value=v) for k, v in kv]
@@ -308,7 +333,7 @@ class MujocoSimNode(Node):
         with self._lock:
             self._cmd_time = now
             if ok:
-                if self._braked and np.any(u):
+                if self._braked and not self._stopping and np.any(u):
                     self._brake_check(u)
                 self._cmd = u[self.msg_to_model]
                 return
@@ -334,6 +359,9 @@ class MujocoSimNode(Node):
             self._braked = False
         if now - self._first_nonzero > self.p["brake_release_timeout"]:
             self._braked = False
+        if not self._braked and self._timed_out:
+            self._timed_out = False
+            self.get_logger().info("commands again: brakes released after the command-timeout stop")
 
     def _on_wrench(self, msg):
         frame = msg.header.frame_id or self.ft_frame
@@ -357,15 +385,21 @@ class MujocoSimNode(Node):
         with self._lock:
             cmd = self._cmd
             timeout = self.p["command_timeout"]
-            if timeout > 0 and (self._cmd_time is None or now - self._cmd_time > timeout):
-                if self._cmd_time is not None and np.any(cmd):
-                    self.stats["timeouts"] += 1
-                cmd = self._cmd = np.zeros(self.n)
+            if (timeout > 0 and self._cmd_time is not None and now - self._cmd_time > timeout
+                    and not (self._braked or self._stopping)):
+                # the controller is gone: brake to rest, then hold (the module docstring)
+                self.stats["timeouts"] += 1
+                self._stopping = self._timed_out = True
+                self._first_nonzero = self._settle_ref = None     # a new controller must settle first
+                self.get_logger().warning(
+                    f"no command for {now - self._cmd_time:.3f} s (command_timeout {timeout} s): "
+                    f"braking the arm to rest and holding it there")
             wrenches, self._pending_wrench = self._pending_wrench, {}
             reset, self._pending_reset = self._pending_reset, False
             self.stats["bad_commands"] = self._bad
         if reset:       # the command is kept (as Gazebo's world reset leaves controllers running)
             self.sim.clear_wrench()
+            self._hold_q = self.q0
             self._reset_keep_time()
         for frame, w in wrenches.items():
             if np.any(w):
@@ -374,10 +408,10 @@ class MujocoSimNode(Node):
                 self.sim.clear_wrench(frame)
         return np.clip(cmd, -self.effort_max, self.effort_max)
 
-    def _reset_keep_time(self):
-        """Back to q0 at rest; the simulated clock keeps running (never jumps back)."""
+    def _reset_keep_time(self, q=None):
+        """Back to q (default q0) at rest; the simulated clock keeps running (never jumps back)."""
         t = self.sim.t
-        self.sim.reset(self.q0)
+        self.sim.reset(self.q0 if q is None else q)
         self.sim.d.time = t
 
     def _cycle(self, now):
@@ -397,9 +431,16 @@ class MujocoSimNode(Node):
             n = 1
         if n > 0:
             tau = self._command(now)
+            if self._stopping:          # command timeout: the driver's braking stop (module docstring)
+                tau = np.clip(self.sim.braking_torque(self.p["stop_time_constant"]),
+                              -self.effort_max, self.effort_max)
             self.sim.step(tau, n)
-            if self._braked:            # brakes on: time runs, the arm stays at initial_positions
-                self._reset_keep_time()
+            if self._stopping and np.max(np.abs(self.sim.v)) < self.p["stop_rest_speed"]:
+                with self._lock:        # at rest: the brakes close where the arm is
+                    self._stopping, self._braked = False, True
+                    self._hold_q = self.sim.q
+            if self._braked:            # brakes on: time runs, the arm stays where they hold it
+                self._reset_keep_time(self._hold_q)
             self._steps += n
             self.stats["steps"] = self._steps
             self.stats["cycles"] += 1

@@ -21,6 +21,14 @@ How the URDF is read (MuJoCo's own URDF importer, on an edited copy of the text)
   would add an equality constraint; the Model reads a mimic joint as an independent joint).  Limits are kept as data (`jnt_range`); their
   constraints are active unless `limits=False`.  URDF effort limits clamp the applied joint effort
   unless `effort_limits=False`.
+- End stops: the URDF position limits of every revolute / prismatic joint are hard limits (MuJoCo
+  `limited` + `range`), as a real arm's mechanical stops and gz_ros2_control's joint limits are;
+  continuous joints stay unlimited.  MuJoCo's default limit is soft (solref 20 ms, solimp 0.9-0.95: a
+  Panda joint driven at its effort limit went 0.2-0.6 rad past its URDF value); here the limit is as
+  stiff as MuJoCo integrates stably, solref (2 dt, 1) (critically damped, the time constant MuJoCo's
+  own safety floor allows) and solimp (0.99, 0.999, 1 mm): a joint hitting its stop at its velocity
+  limit goes less than 5 mrad past it (0.7 ms of travel), and pushed into it at its effort limit rests
+  within 1 mrad of the URDF value (test_sim.py's end-stop test).
 - Fixed base only.  The root link is a body welded to the world: its mass enters no joint-space
   quantity (MuJoCo's potential energy counts it, a constant offset from the model's).
 - Gravity is the model's.  Joint order is mapped by name to `model.joint_names`.
@@ -46,6 +54,12 @@ import numpy as np
 _INTEGRATORS = {"RK4": mujoco.mjtIntegrator.mjINT_RK4, "euler": mujoco.mjtIntegrator.mjINT_EULER,
                 "implicit": mujoco.mjtIntegrator.mjINT_IMPLICIT,
                 "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST}
+
+
+# Joint end stops (module docstring): limit constraint time constant in physics steps (MuJoCo's floor:
+# a smaller one is raised to 2 dt) and impedance (0.99 at the surface, 0.999 1 mm inside).
+LIMIT_TIMECONST_STEPS = 2.0
+LIMIT_SOLIMP = (0.99, 0.999, 0.001, 0.5, 2.0)
 
 
 def _per_joint(x, n, what):
@@ -141,7 +155,7 @@ class MujocoSim:
     table: False, True (top surface at z = 0.1 m) or the top height [m]; adds a rigid box and a 1 cm
       contact sphere at `contact_frame` (default 'panda_hand_tcp' if it exists, else the last link).
     payload: None or dict(frame=, mass=, com=, inertia=) (or a tuple in that order) attached at start.
-    limits: joint-limit constraints on (their ranges are always kept as data).
+    limits: the URDF position limits as hard end stops (their ranges are always kept as data).
     effort_limits: clamp the applied effort at the URDF effort limits.
     """
 
@@ -174,6 +188,9 @@ class MujocoSim:
             j.stiffness = [0.0, 0.0, 0.0]
             if not limits:
                 j.limited = mujoco.mjtLimited.mjLIMITED_FALSE
+            else:                              # a hard end stop (module docstring)
+                j.solref_limit = [LIMIT_TIMECONST_STEPS * self.dt, 1.0]
+                j.solimp_limit = list(LIMIT_SOLIMP)
             if not effort_limits:
                 j.actfrclimited = mujoco.mjtLimited.mjLIMITED_FALSE
             a = spec.add_actuator(name=f"motor:{name}", target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT)
@@ -263,6 +280,16 @@ class MujocoSim:
     def measured_effort(self):
         """Joint effort the motors applied during the last step (after effort-limit clamping)."""
         return self.d.qfrc_actuator[self._dadr].copy()
+
+    def braking_torque(self, time_constant):
+        """The effort that brings the arm to rest as a driver's stop does: tau = bias(q, v) - M(q) v / T
+        (MuJoCo's own gravity and Coriolis terms compensated, every joint speed decaying as exp(-t / T)
+        with the motion decoupled by M).  Passive: with it, dKE/dt = -v' M v / T <= 0 (before the
+        effort limits clip it).  Model order."""
+        m, d = self.m, self.d
+        mv = np.zeros(m.nv)
+        mujoco.mj_mulM(m, d, mv, d.qvel)
+        return (d.qfrc_bias - mv / float(time_constant))[self._dadr]
 
     def step(self, tau, n=1):
         """Apply `tau` (model order, N m | N) for `n` steps of dt."""

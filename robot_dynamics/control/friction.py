@@ -1,0 +1,130 @@
+"""Joint friction compensation added by every law (issue 43).  No ROS.
+
+The identified model of a joint's friction (dynamics.identification, per joint):
+
+    f(v) = fv v + fc tanh(v / vs) + off
+
+fv viscous [N m s/rad], fc Coulomb [N m], vs the velocity scale [rad/s] over which the dry friction
+rises (`friction_velocity_scale`, per joint, identified from the same run; 0 or unset: the scalar
+`friction_smoothing`, the fixed band of files written before it was identified), off a constant offset.
+
+The compensation each law adds is
+
+    c(v) = s (fv v + fc sat(v) + off),   sat(v) = sign(v) min(|x| / m, |tanh x|),  x = v / vs,
+    s = friction_scale in [0, 1],  m = friction_band_margin >= 1
+
+the model's dry friction wherever it has risen past the line fc |x| / m (|x| > 1.3 at m = 1.5), that
+line below: near rest its slope is 1 / m of the model's.  Why it cannot inject energy (passive with
+respect to the identified friction): the joint's net friction torque on the arm is c(v) - f(v); with
+s <= 1 and |sat| <= |tanh x| of the same sign, v c(v) <= v f(v) at every v, so the friction left,
+f - c, still takes power out of every joint as long as the plant's friction is at least the model's:
+the compensated joint stays dissipative.  The margin is for the plant falling short of the model near
+rest: a plant's dry friction rarely has the tanh's shape there (MuJoCo's friction loss is a saturated
+ramp min(fc, b v); the best-fitting tanh is 1.2-1.3 x steeper at zero), and wherever the
+compensation's slope exceeds the plant's by more than the law's own damping the joint has negative
+damping: it creeps in a limit cycle.  Measured on the MuJoCo Panda of test/friction_rig.py with its
+default (soft) friction loss, the identified vs and the Cartesian push (bench/friction_push.py): m = 1
+kept a joint cycling at 4.8e-3 rad/s, 1.25 at 3.2e-3; 1.5 (the default) settled below 2e-4; the fixed
+0.01 rad/s band at m = 1 (before issue 43) cycled at 0.076.  The full model beyond the line matters
+where the plant's ramp is steep: on franky-sim (Cartesian k 300 N/m, bench/franka_push.py) the
+F -> 2F stiffness came out 297 N/m with this shape at m = 1.5, 254 with tanh(x / 1.5) in its place
+(less compensation between rest and a few vs), 303 at m = 1.
+The offset is not friction (a constant torque, bias) and is
+compensated as identified.
+
+Stiction at rest (`friction_stiction` k in [0, 0.5], default 0; the identification writes 0.05): a
+velocity-sign model gives nothing at rest (tanh(0) = 0), so an arm released after a push stops where
+the law's spring no longer beats the static friction (1.2 mm at the flange on the sharp MuJoCo plant,
+k 450 N/m).  At rest the dry term gets k fc along the law's own pull p (its torque with gravity left
+out: the spring and damper's, the posture's), fading as the joint slides:
+
+    fc [sat(v) + k (1 - sat(v)^2) tanh(p / p0)],     p0 = friction_stiction_torque
+
+which is at most fc in size (k <= 0.5).  It is not identified: a fixed fraction of the identified fc
+(a presliding state, Dahl's or LuGre's, holds the friction at rest but does not tell which way the law
+wants the arm to go, which is what breaks it free).  It does work only in the direction the law pulls,
+toward the law's equilibrium, and vanishes there (p -> 0); a push held against the law meets it as
+k fc more friction (the single-push stiffness on MuJoCo's soft friction: 455 N/m without, 459 at
+0.05, 462 at 0.1, 470 at 0.2 for k 450; on the sharp plant 0.03 already brought the arm back within
+0.09 mm, 1.21 mm without).  Measured in test_friction.py and bench/friction_push.py.
+"""
+import numpy as np
+
+
+class FrictionCompensation:
+    """c(v) as above.  Built from the flat law parameters; `add(tau, v)` in place on the control
+    path (the law sets `pull` first when stiction is on), `torque(v)` (without the stiction term)
+    and `model(v)` for tests and plots."""
+
+    def __init__(self, n):
+        self.n = n
+        self.active = False
+        self.fv = np.zeros(n)
+        self.fc = np.zeros(n)
+        self.vs = np.full(n, 0.01)            # the model's velocity scale
+        self.off = np.zeros(n)
+        self.scale, self.margin = 1.0, 1.0
+        self._inv_vs, self._inv_m = np.zeros(n), 1.0
+        self._fv, self._fc, self._fo = np.zeros(n), np.zeros(n), np.zeros(n)
+        self._tmp = np.zeros(n)
+        self.stiction, self.pull_scale = 0.0, 0.05
+        self.pull = np.zeros(n)               # the law's torque without gravity (set by the law)
+        self._w = np.zeros(n)
+
+    def set(self, p):
+        """From the validated flat parameters: friction_compensation, _viscous, _coulomb,
+        _smoothing (scalar), _velocity_scale (per joint; 0 = _smoothing), _offset, _scale, _band_margin,
+        _stiction, _stiction_torque."""
+        vs = np.asarray(p["friction_velocity_scale"], float)
+        self.vs = np.where(vs > 0.0, vs, float(p["friction_smoothing"]))
+        self.fv = np.asarray(p["friction_viscous"], float)
+        self.fc = np.asarray(p["friction_coulomb"], float)
+        self.off = np.asarray(p["friction_offset"], float)
+        self.scale, self.margin = float(p["friction_scale"]), float(p["friction_band_margin"])
+        k = self.scale
+        self._fv, self._fc, self._fo = k * self.fv, k * self.fc, k * self.off
+        self._inv_vs, self._inv_m = 1.0 / self.vs, 1.0 / self.margin
+        self.stiction, self.pull_scale = float(p["friction_stiction"]), float(p["friction_stiction_torque"])
+        self.active = bool(p["friction_compensation"]) and bool(np.any(self._fv) or np.any(self._fc) or np.any(self._fo))
+
+    def add(self, tau, v):
+        """tau += c(v) (when active)."""
+        if self.active:
+            t, w = self._tmp, self._w
+            np.multiply(v, self._inv_vs, out=t)          # x = v / vs
+            np.abs(t, out=t)
+            np.tanh(t, out=w)                            # |tanh x|
+            t *= self._inv_m                             # |x| / m
+            np.minimum(t, w, out=t)
+            np.copysign(t, v, out=t)                     # sign(v) min(|x| / m, |tanh x|)
+            if self.stiction > 0.0:          # at rest (1 - sat^2 -> 1) k fc along the law's pull
+                np.multiply(t, t, out=w)
+                np.subtract(1.0, w, out=w)
+                w *= np.tanh(self.pull / self.pull_scale)
+                w *= self.stiction
+                t += w
+            t *= self._fc
+            tau += t
+            tau += self._fv * v
+            tau += self._fo
+        return tau
+
+    def torque(self, v):
+        """c(v) without the stiction term, through add() (the control path's own code): what the law
+        adds when friction_compensation is on.  v (..., n)."""
+        v = np.asarray(v, dtype=float)
+        out = np.zeros(np.broadcast_shapes(v.shape, (self.n,)))
+        vb = np.broadcast_to(v, out.shape)
+        active, stiction = self.active, self.stiction
+        self.active, self.stiction = True, 0.0
+        try:
+            for idx in np.ndindex(out.shape[:-1]):
+                self.add(out[idx], np.ascontiguousarray(vb[idx]))
+        finally:
+            self.active, self.stiction = active, stiction
+        return out
+
+    def model(self, v):
+        """f(v): the identified model the compensation is bounded by."""
+        v = np.asarray(v, dtype=float)
+        return self.fv * v + self.fc * np.tanh(v / self.vs) + self.off

@@ -1,0 +1,150 @@
+"""MuJoCo plants with dry friction, the control loop driving them each millisecond, and the push
+experiment of issue 43 (test_friction.py, bench/friction_push.py).  No ROS.
+
+The plant: the Panda URDF in MuJoCo (implicitfast, as franky-sim), per-joint rotor inertia, viscous
+damping and dry friction (MuJoCo's friction loss) the rig sets, and the friction loss's softness
+(`solref` of its constraint): MuJoCo's default (0.02 s) makes the dry friction a ramp min(fc, b v)
+whose slope b scales with the joint's inertia (at the light wrist it reaches fc only near 0.05-0.1
+rad/s), 0.002 s (the smallest at a 1 ms step) ten times steeper.  `adds_gravity`: the plant adds g(q)
+at the state each command is applied at (a Franka's driver), so the loop sends commands without it.
+"""
+import numpy as np
+
+from robot_dynamics.control import ControlLoop
+from robot_dynamics.dynamics import Model
+from robot_dynamics.sim.mujoco_sim import MujocoSim
+
+DT = 0.001
+Q_HOME = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.785])
+FLANGE = "panda_link8"
+PLANT = {"armature": np.array([0.2, 0.2, 0.1, 0.1, 0.02, 0.01, 0.005]),
+         "damping": np.array([0.3, 0.3, 0.2, 0.2, 0.1, 0.1, 0.05]),
+         "friction": np.array([0.8, 0.8, 0.6, 0.6, 0.4, 0.3, 0.3])}
+SOFT, SHARP = 0.02, 0.002          # friction loss solref time constant [s]
+K_PUSH = 450.0                     # N/m along x, the issue's Cartesian stiffness
+
+
+class Plant:
+    """MujocoSim plus the driver: step(command) applies command (+ g(q) at the present state)."""
+
+    def __init__(self, model, solref=SOFT, adds_gravity=False, plant=None, q0=Q_HOME):
+        self.plant = dict(PLANT if plant is None else plant)
+        self.sim = MujocoSim(model, limits=False, integrator="implicitfast", **self.plant)
+        self.sim.m.dof_solref[:] = [solref, 1.0]
+        self.sim.reset(q0)
+        self.model, self.adds_gravity = model, adds_gravity
+        from robot_dynamics.dynamics import make_backend
+        self.dyn = make_backend(model, "pinocchio")
+
+    def step(self, tau):
+        if self.adds_gravity:
+            tau = tau + self.dyn.gravity(self.sim.q)
+        self.sim.step(tau)
+
+
+def drive(loop, plant, t0, seconds, until=None, record=None):
+    """The loop drives the plant for `seconds`: each ms the state, a step, the command held one ms."""
+    sim = plant.sim
+    k0 = int(round(t0 / DT))
+    for k in range(k0, k0 + int(round(seconds / DT))):
+        now = k * DT
+        loop.update_state(sim.q, sim.v, now)
+        tau, _ = loop.step(now)
+        plant.step(tau)
+        if record is not None:
+            record(now, sim)
+        if until is not None and until():
+            return (k + 1) * DT
+    return (k0 + int(round(seconds / DT))) * DT
+
+
+def measured_friction(model, joint, speeds, solref=SOFT, plant=None, q0=Q_HOME, seconds=1.5):
+    """The plant's dry + viscous friction at steady joint speeds, measured directly (the oracle): the
+    joint driven at each speed by a stiff velocity servo on top of its bias torque (the others held
+    by a PD), the friction read from MuJoCo's constraint and passive forces after `seconds`.
+    Returns (speed reached, friction torque) per requested speed."""
+    import mujoco
+    p = Plant(model, solref=solref, plant=plant, q0=q0)
+    sim = p.sim
+    out = []
+    for vt in speeds:
+        sim.reset(q0)
+        for _ in range(int(seconds / DT)):
+            q, v = sim.q, sim.v
+            tau = sim.d.qfrc_bias[sim._dadr].copy() + 500.0 * (q0 - q) - 20.0 * v
+            mjj = p.dyn.mass_matrix(q)[joint, joint] + p.plant["armature"][joint]   # the joint's inertia
+            tau[joint] = sim.d.qfrc_bias[sim._dadr][joint] + 0.2 * mjj / DT * (vt - v[joint])
+            sim.step(tau)
+        mujoco.mj_forward(sim.m, sim.d)
+        f = -(sim.d.qfrc_constraint + sim.d.qfrc_passive)[sim._dadr][joint]
+        out.append((sim.v[joint], f))
+    return np.array(out)
+
+
+def cartesian_loop(model, friction=None, compensate_gravity=True, k=K_PUSH):
+    """Cartesian impedance at the flange, k along x (and y, z), the rotation held stiffly; `friction`:
+    the law parameters of the compensation (without the law prefix) or None (none)."""
+    law = {"frame": FLANGE, "task.damping_ratio": 1.0, "nullspace_stiffness": [10.0],
+           "compensate_gravity": compensate_gravity, **(friction or {})}
+    for a in "xyz":
+        law[f"task.k_pos_{a}"] = k
+        law[f"task.k_rot_{a}"] = 50.0
+    loop = ControlLoop.from_params(model, {"controller": "cartesian_impedance", "watchdog_timeout": 0.05,
+                                           "torque_rate_limit": 1e5, "ramp_time": 0.0,
+                                           **{f"cartesian_impedance.{key}": v for key, v in law.items()}})
+    return loop
+
+
+def push(model, friction=None, solref=SOFT, force=5.0, hold=4.0, back=2.0, settle=1.0, window=0.5):
+    """The issue's experiment: the law holds the flange, it is pushed along x with `force` then 2
+    `force`, each held `hold` s, then released.  Returns the stiffness from the first push (F / dx),
+    from the F -> 2F slope, the distance from the start `back` s after the release [m], and the largest
+    joint speed over the last `window` s of each hold and of the release period (creep: the soft
+    friction's slow settling has decayed below 1e-3 rad/s by then; a limit cycle has not)."""
+    plant = Plant(model, solref=solref)
+    sim = plant.sim
+    loop = cartesian_loop(model, friction)
+    loop.activate(0.0)
+    t = drive(loop, plant, 0.0, settle)
+    x0 = sim.frame_pose(FLANGE)[1].copy()
+    dx, creep = [], []
+    for f in (force, 2 * force, 0.0):
+        if f:
+            sim.apply_wrench(FLANGE, np.array([f, 0, 0, 0, 0, 0]))
+        else:
+            sim.clear_wrench()
+        span = hold if f else back
+        speeds = []
+        t = drive(loop, plant, t, span,
+                  record=lambda now, s, t_end=t + span: speeds.append(np.abs(s.v)) if now >= t_end - window else None)
+        dx.append(sim.frame_pose(FLANGE)[1] - x0)
+        creep.append(float(np.max(speeds)))
+    return {"k_single": force / dx[0][0], "k_slope": force / (dx[1][0] - dx[0][0]),
+            "back": float(np.linalg.norm(dx[2])), "creep": max(creep), "creep_each": creep}
+
+
+def identify(model, solref=SOFT, adds_gravity=False, params=None, plant=None):
+    """The identification the loop runs (control/dynamics_run.py) from the commands it sends, on the
+    plant (hold_pairing start: implicitfast), joint impedance driving the excitation.  Returns the
+    finished run (run.ok, run.estimate, run.params: what the parameters file gets, run.bands)."""
+    p = Plant(model, solref=solref, adds_gravity=adds_gravity, plant=plant)
+    loop = ControlLoop.from_params(model, {"controller": "joint_impedance", "watchdog_timeout": 0.05,
+                                           "torque_rate_limit": 1e5, "dynamics_id.acc_max": 6.0,
+                                           "dynamics_id.hold_pairing": "start",
+                                           "joint_impedance.compensate_gravity": not adds_gravity,
+                                           **(params or {})})
+    loop.activate(0.0)
+    t = drive(loop, p, 0.0, 1.0)
+    ok, msg = loop.start_dynamics_id(t)
+    assert ok, msg
+    run = loop.dynamics_run
+    t = drive(loop, p, t, 40.0, until=lambda: run.phase == "solving" or run.done)
+    while not run.done:
+        t = drive(loop, p, t, 0.05)
+    return run
+
+
+def law_friction(params, law="cartesian_impedance"):
+    """The friction keys of `law` in an identification's parameters (the file as written), unprefixed."""
+    pre = f"{law}."
+    return {k[len(pre):]: v for k, v in params.items() if k.startswith(pre + "friction_")}
