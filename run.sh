@@ -36,9 +36,18 @@ setup() {
   local wanted
   wanted="$(extra_wheels | xargs -r sha256sum; [ -z "$EXTRA_WHEELS" ] || sha256sum requirements-ros-tools.lock)"
   if [ -n "$wanted" ] && [ "$wanted" != "$(cat "$VENV/.extra-wheels" 2>/dev/null)" ]; then
-    echo "[run.sh] installing the wheels of $EXTRA_WHEELS (--no-deps) + requirements-ros-tools.lock" >&2
+    echo "[run.sh] installing requirements-ros-tools.lock + the wheels of $EXTRA_WHEELS (--no-deps)" >&2
+    # The lock first, the ROS wheels after it: pip checks the environment's dependencies after an
+    # install that resolves them, and the wheels name upstream distributions the index spells
+    # otherwise (launch-ros requires `ament-index-python`, the index's wheel is
+    # `ros-jazzy-ament-index-python`, the same module): that check would print a resolver ERROR
+    # although everything imports.  An install with --no-deps makes no such check.  The lock again
+    # over wheels already there (the lock or the wheels changed): --no-warn-conflicts (it quiets any
+    # conflict; a fresh venv, the path a new user takes, gets the full check).
+    local warn=()
+    [ ! -f "$VENV/.extra-wheels" ] || warn=(--no-warn-conflicts)
+    "$VENV/bin/python" -m pip install --quiet "${warn[@]}" -r requirements-ros-tools.lock >&2
     extra_wheels | xargs "$VENV/bin/python" -m pip install --quiet --no-deps >&2
-    "$VENV/bin/python" -m pip install --quiet -r requirements-ros-tools.lock >&2
     echo "$wanted" > "$VENV/.extra-wheels"
   fi
   # (re)install the package itself when its sources changed: console scripts, share/robot_dynamics

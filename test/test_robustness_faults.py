@@ -62,9 +62,16 @@ def test_joint_states_stop_then_resume(rig, trigger, safe_command):
             stream(rig, 0.5, moving)                       # resume: ramp from the safe command
             assert any(not r["safe"] for r in rig.monitor.since(k1)), "control resumed"
             rig.assert_invariants()
-        assert node.counts["watchdog_trips"] >= 2
-        assert rig.log_count("watchdog: no valid joint state") >= 1
-        wait_for(lambda: rig.log_count("watchdog: no valid joint state") == 2, what="one log per trip")
+        # The states stop once more: the node trips again and stays tripped (nothing publishes).  On a
+        # loaded machine this process may also stall past the 0.1 s watchdog mid-stream: each such
+        # stall is a real trip too, so the lines are judged against the node's own trip count (the
+        # rig logs without throttling: one line per trip), never a fixed number.
+        wait_for(lambda: node.c.watchdog == "tripped", what="the trip after the last stream")
+        trips = node.counts["watchdog_trips"]
+        assert trips >= 3, trips
+        wait_for(lambda: rig.log_count("watchdog: no valid joint state") >= trips, what=f"one line per trip ({trips})")
+        wait_for(lambda: rig.diagnostics().get("watchdog_trips") == str(trips), what=f"diagnostics: {trips} trips")
+        assert node.counts["watchdog_trips"] == trips and rig.log_count("watchdog: no valid joint state") == trips
         assert not errors(node), errors(node)
         rig.alive()
 

@@ -45,9 +45,14 @@ error stops decreasing the solver looks along the lost directions (V's rows with
 of `escape_step` there lowers |e| the stall was a saddle (stuck at a singularity: it steps there and
 goes on, `escapes` times at most, then reports "singular"); if none does, the pose is a local minimum
 of the error.  A run that ends so is followed by runs from `restarts` random seeds; when none
-converges: "out_of_reach", with the closest pose found.  Local descent cannot prove a target
-unreachable: a reachable one whose every start ends at a local minimum (joint limits make them) is
-reported so too (from random seeds, one start converged on 43-56 % of random Panda and UR5 targets,
+converges: "out_of_reach", with the closest pose found.  A run may also run out of iterations while
+creeping toward such a minimum (on the xarm7 and the UR10, 5-25 % of targets 2 m out of reach): its
+rate, the mean relative decrease of |e| per iteration over its last `window` = max(patience,
+max_iterations // 4) iterations, below `creep_rate` (2 %: a metre of error would need a thousand
+iterations to reach 1e-9 m at that rate) counts as a stall.  "max_iterations" only when some start ran
+out still improving at creep_rate or faster; else the closest run's label (out_of_reach, singular).
+Local descent cannot prove a target unreachable: a reachable one whose every start ends at a local
+minimum (joint limits make them) is reported so too (from random seeds, one start converged on 43-56 % of random Panda and UR5 targets,
 eleven starts on 197 of 200 Panda targets).  Statuses: converged, out_of_reach, singular,
 max_iterations.
 
@@ -313,14 +318,17 @@ class PositionIK:
     same factor (a nullspace step moves the frame to second order: it would stop the convergence);
     escape_step [rad],
     escapes: the saddle escape; restarts: random seeds (within the limits, drawn from `seed`) tried
-    after the caller's when it does not converge; posture_gain, limit_gain: per-iteration gains of the
+    after the caller's when it does not converge; creep_rate: a run that runs out of iterations while
+    |e| shrinks by less than this fraction per iteration (mean over its last quarter) was creeping
+    toward a local minimum (out_of_reach), not getting there (max_iterations); posture_gain, limit_gain: per-iteration gains of the
     nullspace objectives; limits=False ignores the position limits.  Other arguments as DifferentialIK's
     (the reference is local_world_aligned).
     """
 
     def __init__(self, model, frame, backend=None, task="pose", tol_p=1e-9, tol_r=1e-9, max_iterations=100,
                  max_step=0.3, eps=0.05, lambda_max=0.1, fade_error=0.1, q_rest=None, posture_gain=0.0,
-                 limit_gain=0.0, escape_step=0.1, escapes=5, patience=8, restarts=10, seed=0, limits=True):
+                 limit_gain=0.0, escape_step=0.1, escapes=5, patience=8, restarts=10, seed=0, limits=True,
+                 creep_rate=0.02):
         self.diff = d = DifferentialIK(model, frame, backend, task, "local_world_aligned", eps, lambda_max,
                                        q_rest, posture_gain, limit_gain)
         self.tol_p, self.tol_r = _nonnegative(tol_p, "tol_p"), _nonnegative(tol_r, "tol_r")
@@ -332,6 +340,11 @@ class PositionIK:
         self.restarts, self.seed = int(restarts), seed
         if self.max_iterations < 1 or self.escapes < 0 or self.patience < 1 or self.restarts < 0:
             raise ValueError("max_iterations and patience must be >= 1, escapes and restarts >= 0")
+        self.window = max(self.patience, self.max_iterations // 4)     # iterations the rate is judged over
+        self.creep_rate = float(creep_rate)
+        if not (0.0 <= self.creep_rate < 1.0):
+            raise ValueError(f"creep_rate must be in [0, 1) (a relative decrease of |e| per iteration), "
+                             f"got {creep_rate}")
         self.limits = bool(limits)
         inf = np.full(d.n, np.inf)
         self.q_min, self.q_max = (d.q_min, d.q_max) if limits else (-inf, inf)
@@ -360,18 +373,28 @@ class PositionIK:
         else:
             R_d = None
         rng = None
-        best, total = None, 0
+        best, total, fastest = None, 0, -1.0
         for start in range(self.restarts + 1):
             if start:
                 rng = np.random.default_rng(self.seed) if rng is None else rng
                 q = self._random_seed(rng)
             run = self._descend(np.clip(q, self.q_min, self.q_max), p_d, R_d)
             total += run[2]
+            if run[0] == "max_iterations":
+                fastest = max(fastest, run[5])             # the quickest improvement of a run that ran out
             if best is None or run[1][0] < best[1][0] or run[0] == "converged":
                 best = run
             if run[0] == "converged":
                 break
-        status, (f, q, e, Rq, pq), _, _, escapes = best
+        status, (f, q, e, Rq, pq), _, _, escapes, _ = best
+        if status != "converged":
+            # no start converged: "max_iterations" only when a start ran out still improving at
+            # creep_rate or faster (more iterations might converge); the others stalled at a local
+            # minimum, at a saddle, or crept toward a minimum slower than that: the best one's status
+            if fastest >= self.creep_rate:
+                status = "max_iterations"
+            elif status == "max_iterations":
+                status = "out_of_reach"
         s_min = self._s_min(q)
         ep = float(np.linalg.norm(e[:3]))
         er = float(np.linalg.norm(e[3:])) if e.size > 3 else 0.0
@@ -379,11 +402,14 @@ class PositionIK:
         msg = {"converged": f"converged in {total} iterations ({starts} start{'s' if starts > 1 else ''})",
                "out_of_reach": f"target out of reach{' (within the joint limits)' if self.limits else ''}: "
                                f"the closest pose found is {ep:.3g} m, {er:.3g} rad away ({starts} starts, each "
-                               "ended at a local minimum of the error: local descent cannot prove that none is closer)",
+                               "ended at a local minimum of the error or crept toward one, |e| shrinking by less "
+                               f"than {100 * self.creep_rate:g} % per iteration: local descent cannot prove that "
+                               "none is closer)",
                "singular": f"stuck at a singular configuration (s_min = {s_min:.2g}): {ep:.3g} m, {er:.3g} rad "
                            f"from the target after {escapes} escapes ({starts} starts)",
                "max_iterations": f"not converged in {self.max_iterations} iterations: {ep:.3g} m, "
-                                 f"{er:.3g} rad from the target ({starts} starts)"}[status]
+                                 f"{er:.3g} rad from the target ({starts} starts; one was still getting "
+                                 f"closer by {100 * fastest:.2g} % per iteration)"}[status]
         return IKResult(status, q.copy(), Rq, pq, e, ep, er, total, starts, s_min, msg)
 
     def _s_min(self, q):
@@ -399,19 +425,24 @@ class PositionIK:
         return rng.uniform(lo, hi)
 
     def _descend(self, q, p_d, R_d):
-        """One run from q: (status, (|e|^2, q, e, R, p) of the best iterate, iterations, s_min, escapes)."""
+        """One run from q: (status, (|e|^2, q, e, R, p) of the best iterate, iterations, s_min, escapes,
+        rate): rate, for a run that ran out of iterations, the mean relative decrease of |e| per iteration
+        over its last `window` iterations (else 0)."""
         d = self.diff
         e, Rq, pq = self.error(q, p_d, R_d)
         best = (e @ e, q, e, Rq, pq)             # the lowest |e|^2 so far
         it = since = escapes = 0
         s_min, status = float("nan"), "max_iterations"
         fade2 = self.fade_error ** 2
+        w = self.window
+        hist = [best[0]] * (w + 1)               # the lowest |e|^2 at the last w + 1 iterations (a ring)
         while True:
             if self._converged(e):
                 best, status = (e @ e, q, e, Rq, pq), "converged"
                 break
             if it == self.max_iterations:
                 break
+            hist[it % (w + 1)] = best[0]
             it += 1
             fade = min(1.0, (e @ e) / fade2) if fade2 > 0.0 else 1.0        # min(1, |e|^2/fade_error^2)
             z = d.secondary(q)
@@ -444,7 +475,14 @@ class PositionIK:
             q = q_esc
             e, Rq, pq = self.error(q, p_d, R_d)
             best, since = (e @ e, q, e, Rq, pq), 0
-        return status, best, it, s_min, escapes
+        rate = 0.0
+        if status == "max_iterations":
+            # ran out: how fast was it still improving?  |e| over the last k <= w iterations shrank
+            # by rho^k: rate = 1 - rho, the mean relative decrease of |e| per iteration
+            k = min(w, it)
+            f_then = hist[(it - k) % (w + 1)]
+            rate = 1.0 - (best[0] / f_then) ** (0.5 / k) if f_then > 0.0 else 0.0
+        return status, best, it, s_min, escapes, rate
 
     def _converged(self, e):
         return e[:3] @ e[:3] <= self.tol_p ** 2 and (e.size == 3 or e[3:] @ e[3:] <= self.tol_r ** 2)
