@@ -58,4 +58,4 @@ def test_a_joint_set_point_step_on_the_shipped_panda_config_settles_within_the_v
         assert int(probe.ctl_diag.get("safety.joint_speed_stops", 0)) == 0
     finally:
         probe.stop()
-        procs.stop_all() if hasattr(procs, "stop_all") else procs.close()
+        procs.stop_all()
