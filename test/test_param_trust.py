@@ -2,52 +2,35 @@
 nearest known name; a parameter read at configure is refused while configured (the reply says why, the
 value stays); a `joints` list with names the robot does not have is blamed on the joints.  The controller
 node in process (the robot: example-robot-data's Panda), its log read from /rosout."""
-import threading
 import time
-import uuid
 
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
 
 from rcl_interfaces.msg import Log  # noqa: E402
-from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 
-from robot_dynamics.nodes.controller_node import TorqueControllerNode  # noqa: E402
-from robustness_harness import SpinThread  # noqa: E402
+from test_node_models import Rig as NodeRig  # noqa: E402
 
 TIMEOUT = 30.0
 ARM = [f"panda_joint{i}" for i in range(1, 8)]
 
 
-class Rig:
+class Rig(NodeRig):
+    """test_node_models' rig (the controller node in process, an executor thread) that also reads /rosout."""
+
     def __init__(self):
-        self.ctx = rclpy.Context()
-        rclpy.init(context=self.ctx)
-        self.ex = SingleThreadedExecutor(context=self.ctx)
-        self.h = rclpy.create_node("t" + uuid.uuid4().hex[:8], context=self.ctx)
-        self.ex.add_node(self.h)
-        self.lock = threading.Lock()
+        super().__init__()
         self.logs = []
         self.h.create_subscription(Log, "/rosout", self._on_log, 1000)
-        self.nodes = []
-        self.spinner = SpinThread(self.ex)
 
     def _on_log(self, msg):
         with self.lock:
             self.logs.append((msg.name, msg.level, msg.msg))
 
     def controller(self, **params):
-        name = "ctl_" + uuid.uuid4().hex[:8]
-        base = {"autostart": False, "robot": "panda", "robot_description_timeout": 0.0,
-                "joint_states_topic": f"/{name}/js", "command_topic": f"/{name}/cmd"}
-        base.update(params)
-        node = TorqueControllerNode(node_name=name, context=self.ctx,
-                                    parameter_overrides=[Parameter(k, value=v) for k, v in base.items()])
-        self.ex.add_node(node)
-        self.nodes.append(node)
-        return node
+        return super().controller(**{"robot": "panda", **params})
 
     def log_lines(self, node, pred):
         t_end = time.monotonic() + TIMEOUT
@@ -62,11 +45,7 @@ class Rig:
     def close(self):
         for n in self.nodes:
             self.ex.remove_node(n)
-        self.spinner.stop()
-        for n in self.nodes:
-            n.destroy_node()
-        self.h.destroy_node()
-        rclpy.try_shutdown(context=self.ctx)
+        super().close()
 
 
 @pytest.fixture(scope="module")
