@@ -158,6 +158,7 @@ class FrankaBridge(Node):
         self.check = None
         self.model = self.backend = None
         self.index = None
+        self._vlim = None                # the model's joint velocity limits, robot order
         self.q = self.dq = self.tau_J = None
         self.g = np.zeros(fh.N)
         self.t_robot = None
@@ -253,18 +254,35 @@ class FrankaBridge(Node):
         with self.lock:
             self.state_name, self.reason = state, reason
 
+    def _connect_error(self, e):
+        """A failed connection: the state `error` with what to change (hardware.franka.connect_error_hint)."""
+        _, hint = fh.connect_error_hint(e, self.p["robot_ip"], self.p["realtime"])
+        self._set_state(fh.ERROR, f"cannot connect: {hint}")
+        self.get_logger().error(self.reason)
+
     def _connect_and_start(self):
         p = self.p
+        if p["realtime"]:
+            rt, found = fh.realtime_kernel()
+            if not rt:      # libfranka refuses such a kernel once the robot answers: say so now
+                self.get_logger().warning(f"realtime: true, but this kernel is not real-time ({found}): "
+                                          f"libfranka will refuse the connection; {fh.REALTIME_HINT}")
         t_end = time.monotonic() + p["connect_timeout"]
+        warned = False
         while True:
             try:
                 self.arm.connect()
                 break
             except Exception as e:
-                if time.monotonic() > t_end or not rclpy.ok():
-                    self._set_state(fh.ERROR, f"cannot connect to {p['robot_ip']}: {e}")
-                    self.get_logger().error(self.reason)
+                retry, hint = fh.connect_error_hint(e, p["robot_ip"], p["realtime"])
+                if not retry or time.monotonic() > t_end or not rclpy.ok():
+                    self._connect_error(e)
                     return
+                if not warned:      # the robot may still be booting: retried, but the user sees why
+                    warned = True
+                    self._set_state(fh.IDLE, f"connecting, retried until connect_timeout "
+                                             f"({p['connect_timeout']} s): {hint}")
+                    self.get_logger().warning(self.reason)
                 time.sleep(0.5)
         try:        # always: 0 kg clears a load set before (the robot keeps it across connections)
             m, c, inertia = fh.payload(p["load_mass"], p["load_com"], p["load_inertia"])
@@ -330,6 +348,7 @@ class FrankaBridge(Node):
         self.model, self.urdf = model, urdf
         self.backend = PinocchioBackend(model)
         self.index = np.array([model.joint_names.index(j) for j in self.joints])
+        self._vlim = np.asarray(model.velocity_limits, float)[self.index]
         tol = fh.CrossCheckTolerance(p["cross_check_gravity_tol"], p["cross_check_mass_tol"],
                                      p["cross_check_coriolis_tol"])
         self.check = fh.cross_check(self.backend, self.arm.robot.model, np.asarray(state.q),
@@ -575,8 +594,8 @@ class FrankaBridge(Node):
             g = self.backend.gravity(qm)[self.index]
             if self.guard.check(tau, g, self.dq, now):
                 self.n_guard += 1
-                reason = ("gravity guard: the commands carry g(q) (fraction %.2f) but the Franka adds "
-                          "gravity itself: set <controller>.compensate_gravity: false; stopping" % self.guard.ratio)
+                reason = fh.guard_reason(self.guard.ratio, self.dq, self.ctl_check == "ok",
+                                         self.p["controller_node"], self._vlim)
                 self.gate.stop(reason, now, self.q, self.dq)
                 self.guard.reset()
                 self.get_logger().error(reason)
