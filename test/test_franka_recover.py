@@ -1,0 +1,62 @@
+"""~/recover after a stop holds the arm where it is (issue 42): the Franka bridge in topic mode against
+franky-sim, with the controller node over DDS.
+
+The scenario is the issue's, made cheap and deterministic: the bridge stops (its watchdog: the
+controller is paused past command_timeout), the controller, running again, takes a new set-point while
+the bridge still holds the arm stopped, then ~/recover.  Before the fix the bridge blended the
+controller's commands back in and the arm went to that set-point (as after the gravity guard's stop in
+the issue, where it ran away toward the old target); now the bridge first asks the controller's ~/hold.
+The oracle: franky-sim's joint positions on /joint_states against those at the call.
+"""
+import os
+import signal
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+pytest.importorskip("franky")
+
+from franka_harness import dump_logs, js_arrays, rig, wait_robot_time  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.franky_sim]
+
+STEP = 0.25          # rad on joint 1 (vertical axis: no gravity torque), sent while the bridge is stopped
+HOLD_TOL = 0.02      # rad: most any joint may move in the 3 s after ~/recover (holding: friction-limited
+                     # creep, 1e-3 rad; following the set-point: STEP)
+
+
+def test_recover_after_stop_holds_where_the_arm_is(ros, tmp_path):
+    with rig(tmp_path, "joint_impedance", command_timeout=0.3) as (procs, probe, sim):
+        ctl = procs.procs[1]
+        os.killpg(ctl.pid, signal.SIGSTOP)           # the controller stalls: the bridge's watchdog stops
+        try:
+            ok = probe.wait_for(lambda: probe.diag.get("state") == "stopped", 60.0, check=procs.check_alive)
+        finally:
+            os.killpg(ctl.pid, signal.SIGCONT)
+        assert ok, f"the bridge did not stop: {probe.diag}\n" + dump_logs(procs, sim)
+        q0, _ = probe.snapshot()
+        target = q0.copy()
+        target[0] += STEP
+        probe.publish_target(target)                 # confirmed by the controller's accepted count
+        wait_robot_time(probe, 0.5, check=procs.check_alive)
+        assert probe.diag.get("state") == "stopped", probe.diag      # never resumed by itself
+        q_call, _ = probe.snapshot()
+        res = probe.recover()
+        assert res.success, res.message
+        ok = probe.wait_for(lambda: probe.diag.get("state") == "running", 60.0, check=procs.check_alive)
+        assert ok, f"not running after ~/recover: {probe.diag}\n" + dump_logs(procs, sim)
+        probe.clear_logs()
+        wait_robot_time(probe, 3.0, check=procs.check_alive)
+        t, q, v, _ = js_arrays(probe.js_log)
+        i = int(np.argmax(np.max(np.abs(v), axis=1)))
+        print(f"fastest {t[i] - t[0]:.3f} s after the first state (of {len(t)} over {t[-1] - t[0]:.2f} s)")
+        travel = np.max(np.abs(q - q_call), axis=0)
+        print(f"after ~/recover: largest travel per joint {np.round(travel, 4)} rad, largest speed "
+              f"{np.round(np.max(np.abs(v), axis=0), 3)} rad/s; the bridge: {probe.diag.get('reason')}")
+        assert np.max(travel) < HOLD_TOL, (f"the arm moved {np.round(travel, 3)} rad after ~/recover (toward "
+                                           f"the set-point sent while stopped: {STEP} rad on joint 1)")
+        assert probe.diag.get("state") == "running", probe.diag
+        assert "/hold" in res.message, res.message
+        assert "holds the arm where it is" in probe.diag.get("reason", "") or \
+            probe.diag.get("reason") == "applying commands", probe.diag
