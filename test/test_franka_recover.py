@@ -60,3 +60,38 @@ def test_recover_after_stop_holds_where_the_arm_is(ros, tmp_path):
         assert "/hold" in res.message, res.message
         assert "holds the arm where it is" in probe.diag.get("reason", "") or \
             probe.diag.get("reason") == "applying commands", probe.diag
+
+
+def test_in_process_restart_drops_a_reference_handed_over_while_down():
+    """In process (ROS-free part: the bridge's _loop_activate on the shipped Panda Franka joint
+    impedance loop): a set-point handed to the loop while torque control was down (a robot error) is
+    not followed after the restart; the law holds where the arm is, so at rest its torque is zero.
+    Franky-sim has no cheap robot error to run this end to end (a paused simulator ends nothing)."""
+    import threading
+    from types import SimpleNamespace
+    from test_setpoint_shaping import make
+    from robot_dynamics.control import JointReference
+    from robot_dynamics.nodes.franka_bridge import FrankaBridge
+    loop, p, _ = make("panda", "franka_joint_impedance", compensate_gravity=False)
+    fake = SimpleNamespace(loop=loop, loop_lock=threading.Lock())
+    q0 = np.array([0.0, -0.4, 0.0, -2.0, 0.0, 1.6, 0.8])
+    loop.activate()
+    t = 0.0
+    for _ in range(1500):                          # running, at rest where it holds
+        loop.update_state(q0, np.zeros(7), t)
+        loop.step(t)
+        t += 1e-3
+    # the robot error: the motion ends, the callback (and the loop's steps) stop; the bridge's
+    # subscriptions still hand references to the loop, which takes them for its next step
+    target = q0.copy()
+    target[0] += STEP
+    ok, why = loop.set_reference(JointReference(target, None), "target_joint_state")
+    assert ok, why
+    FrankaBridge._loop_activate(fake)              # ~/recover: restart from zero torque
+    taus = []
+    for _ in range(1500):                          # the arm still at q0 (a stiff plant: the question is
+        loop.update_state(q0, np.zeros(7), t)      # where the law pulls, not where the arm goes)
+        taus.append(loop.step(t)[0].copy())
+        t += 1e-3
+    worst = float(np.max(np.abs(taus)))
+    assert worst < 1e-6, f"the restarted loop pulls toward the old set-point: {worst:.3f} N m"
