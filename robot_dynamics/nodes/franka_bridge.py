@@ -19,6 +19,9 @@ hardware interface would present it (the role of franka_ros2's hardware interfac
                                        own waiting on the subscription (nodes/control_path.py)
   services    ~/recover                std_srvs/Trigger: after a robot error: automatic error recovery and a
                                        new torque motion from zero torque; after a watchdog stop: resume.
+                                       Both hold where the arm is: topic mode applies the controller's
+                                       commands only once its ~/hold answered and they came down to the
+                                       torque applied; in_process drops a reference handed over meanwhile.
                                        The next commands are blended in over ramp_time (no torque jump).
                                        Never automatic.
               ~/hold, ~/resume         std_srvs/Trigger (in_process): hold the current position; leave a
