@@ -62,6 +62,41 @@ def test_recover_after_stop_holds_where_the_arm_is(ros, tmp_path):
             probe.diag.get("reason") == "applying commands", probe.diag
 
 
+
+def test_gravity_guard_stop_names_its_cause_and_recover_holds(ros, tmp_path):
+    """The issue's case: the controller's compensate_gravity is false (the bridge read it), its law
+    pushes the arm along g(q) (a set-point step of 3 g(q)/K, shaping off: K e = 3 g), the gravity guard
+    stops the arm.  Its message names what it measured and does not blame compensate_gravity (the
+    old one told the user to set it false); ~/recover then holds where the arm is instead of resuming
+    the step (the guard would trip again, or the arm go 0.1-0.2 rad on to the set-point)."""
+    from franka_harness import fr3_model, gravity_of
+    with rig(tmp_path, "joint_impedance", controller_over={"setpoint_shaping": False}) as (procs, probe, sim):
+        assert probe.diag.get("controller_check") == "ok", probe.diag
+        model, dyn = fr3_model(probe.urdf)
+        q0, _ = probe.snapshot()
+        g = gravity_of(dyn, model, q0, probe.joints)                  # our model of the published URDF
+        K = np.array([400.0, 400.0, 400.0, 400.0, 100.0, 50.0, 15.0])  # config/fr3_joint_impedance.yaml
+        probe.publish_target(q0 + 3.0 * g / K)
+        ok = probe.wait_for(lambda: probe.diag.get("state") == "stopped", 60.0, check=procs.check_alive)
+        assert ok, f"the guard did not stop the arm: {probe.diag}\n" + dump_logs(procs, sim)
+        reason = probe.diag["reason"]
+        print(f"guard: {reason}")
+        assert "gravity guard" in reason and "fraction" in reason and "rad/s" in reason, reason
+        assert "not double compensation" in reason and "set <controller>.compensate_gravity" not in reason, reason
+        trips = int(probe.diag["gravity_guard_trips"])
+        wait_robot_time(probe, 1.0, check=procs.check_alive)          # at rest on the stop's damping
+        q_call, _ = probe.snapshot()
+        assert probe.recover().success
+        ok = probe.wait_for(lambda: probe.diag.get("state") == "running", 60.0, check=procs.check_alive)
+        assert ok, f"not running after ~/recover: {probe.diag}\n" + dump_logs(procs, sim)
+        probe.clear_logs()
+        wait_robot_time(probe, 3.0, check=procs.check_alive)
+        _, q, _, _ = js_arrays(probe.js_log)
+        travel = np.max(np.abs(q - q_call), axis=0)
+        print(f"after ~/recover: largest travel per joint {np.round(travel, 4)} rad")
+        assert np.max(travel) < HOLD_TOL, f"the arm moved {np.round(travel, 3)} rad after ~/recover"
+        assert probe.diag.get("state") == "running" and int(probe.diag["gravity_guard_trips"]) == trips, probe.diag
+
 def test_in_process_restart_drops_a_reference_handed_over_while_down():
     """In process (ROS-free part: the bridge's _loop_activate on the shipped Panda Franka joint
     impedance loop): a set-point handed to the loop while torque control was down (a robot error) is
