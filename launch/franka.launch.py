@@ -14,6 +14,7 @@ Arguments:
                      in_process: the bridge runs the law, safety filter and supervisor in the robot's
                      control callback (no DDS hop); it reads the same controller parameters file
   realtime           true (default): libfranka requires a real-time kernel; false: RealtimeConfig.Ignore
+                     (franky-sim, or any kernel without PREEMPT_RT: with true the bridge says so and stops)
   sim_clock          false (default); true: the bridge publishes /clock from the robot's time and the
                      controller uses it (franky-sim, which can fall behind the wall clock)
   command_timeout    the bridge's watchdog, s ('' : the bridge config's 0.1 s); franky-sim on a loaded
@@ -78,7 +79,8 @@ def generate_launch_description():
         DeclareLaunchArgument("controller", default_value="joint_impedance", choices=list(LAWS)),
         DeclareLaunchArgument("mode", default_value="topic", choices=list(MODES)),
         DeclareLaunchArgument("realtime", default_value="true",
-                              description="require a real-time kernel (false: RealtimeConfig.Ignore)"),
+                              description="require a real-time kernel (false: RealtimeConfig.Ignore; "
+                                          "use false for franky-sim or a kernel without PREEMPT_RT)"),
         DeclareLaunchArgument("sim_clock", default_value="false",
                               description="/clock from the robot's time (franky-sim)"),
         DeclareLaunchArgument("command_timeout", default_value="",

@@ -241,6 +241,61 @@ def cross_check(backend, robot_model, q0, ee, index=None, tol=None, n=6, spread=
 
 
 # ------------------------------------------------------------------------------------------------
+# start-up errors that say what to change
+# ------------------------------------------------------------------------------------------------
+def realtime_kernel():
+    """(True, '') when this kernel is real-time as libfranka tests it (/sys/kernel/realtime is 1, a
+    PREEMPT_RT kernel), else (False, what was found).  libfranka's RealtimeConfig.Enforce refuses a
+    connection on such a kernel ("Running kernel does not have realtime capabilities"), after the
+    network connection has been made."""
+    import platform
+    try:
+        with open("/sys/kernel/realtime") as f:
+            if f.read().strip() == "1":
+                return True, ""
+    except OSError:
+        pass
+    version = platform.uname().version
+    if "PREEMPT_RT" in version:
+        return True, ""
+    return False, f"no /sys/kernel/realtime, kernel version {version!r} without PREEMPT_RT"
+
+
+REALTIME_HINT = ("this host cannot run libfranka's real-time control loop; on franky-sim or a test "
+                 "bench start with realtime:=false (parameter realtime: false); on a real robot use a "
+                 "PREEMPT_RT kernel and give the user real-time rights (rtprio 99 in "
+                 "/etc/security/limits.conf, or run as root)")
+
+
+def connect_error_hint(error, ip, realtime=True):
+    """What a libfranka connection error means for the user, and what to change: (retry, message).
+    `error`: the exception (or its text) from franky.Robot(ip) or from starting a motion;
+    `retry`: False when trying again cannot help (the kernel or the rights, a host name that does not
+    resolve).  The message names the address and how to check it; libfranka's own text is kept at its end."""
+    text = str(error)
+    low = text.lower()
+    own = f"(libfranka: {text.removeprefix('libfranka: ')})"
+    if "realtime" in low or "real-time" in low:
+        how = "realtime: true (the default)" if realtime else "realtime"
+        return False, f"{how}: {REALTIME_HINT} {own}"
+    if "host not found" in low or "name or service not known" in low:
+        return False, (f"robot_ip {ip!r} is not an address nor a host name that resolves: set robot_ip to "
+                       f"the robot's FCI address (e.g. 172.16.0.2), or franky-sim's (the one it printed) {own}")
+    if "refused" in low:
+        return True, (f"nothing accepts libfranka's connection at robot_ip {ip} (TCP port 1337 refused): "
+                      f"check robot_ip (the robot's FCI address, the one Desk is reached at; franky-sim: the "
+                      f"address it printed, 'Connect to the server using ...'), that the robot is on with FCI "
+                      f"activated in Desk, and `ping {ip}` {own}")
+    if "timeout" in low or "interrupted" in low or "unreachable" in low or "no route" in low:
+        return True, (f"no answer from robot_ip {ip}: check robot_ip, the cable and this host's address on "
+                      f"the robot's network (`ping {ip}`; the robot's FCI network is usually 172.16.0.0/24) {own}")
+    if "version" in low and "mismatch" in low:
+        return False, (f"the robot at {ip} runs a system version this libfranka does not speak: match the "
+                       f"franky / libfranka version to the robot's system version {own}")
+    return True, f"cannot connect to robot_ip {ip}: {text}"
+
+
+# ------------------------------------------------------------------------------------------------
 # double gravity compensation guard
 # ------------------------------------------------------------------------------------------------
 class GravityGuard:
@@ -275,6 +330,27 @@ class GravityGuard:
 
     def reset(self):
         self.since = None
+
+
+def guard_reason(ratio, dq, gravity_checked_false, controller="", velocity_limits=None):
+    """The gravity guard's stop message from what it measured: the fraction of g(q) the commands
+    carried (`ratio`), the fastest joint and its speed (`dq`, and its velocity limit when given).  Where
+    the controller's compensate_gravity was read and is false (`gravity_checked_false`), double
+    compensation is ruled out and the message says what the measurement points at instead: a law
+    pushing the arm along gravity (diverging, or far from its target)."""
+    dq = np.abs(np.asarray(dq, float))
+    j = int(np.argmax(dq))
+    speed = f"joint {j + 1} at {dq[j]:.2f} rad/s"
+    if velocity_limits is not None and np.isfinite(velocity_limits[j]) and velocity_limits[j] > 0:
+        speed += f" ({dq[j] / velocity_limits[j]:.1f} x its velocity limit)"
+    measured = f"the commands carried g(q) (fraction {ratio:.2f}) for 20 ms, {speed}"
+    if gravity_checked_false:
+        return (f"gravity guard: {measured}; {controller or 'the controller'} reports compensate_gravity "
+                "false, so not double compensation: its law pushes the arm along gravity (unstable gains "
+                "or a set-point step too large, or a far target it lags); stopping")
+    return (f"gravity guard: {measured}, but the Franka adds gravity itself: set <controller>."
+            "compensate_gravity: false (or gravity_guard: false where a law legitimately commands "
+            "torques along g(q)); stopping")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -19,6 +19,9 @@ hardware interface would present it (the role of franka_ros2's hardware interfac
                                        own waiting on the subscription (nodes/control_path.py)
   services    ~/recover                std_srvs/Trigger: after a robot error: automatic error recovery and a
                                        new torque motion from zero torque; after a watchdog stop: resume.
+                                       Both hold where the arm is: topic mode applies the controller's
+                                       commands only once its ~/hold answered and they came down to the
+                                       torque applied; in_process drops a reference handed over meanwhile.
                                        The next commands are blended in over ramp_time (no torque jump).
                                        Never automatic.
               ~/hold, ~/resume         std_srvs/Trigger (in_process): hold the current position; leave a
@@ -158,6 +161,7 @@ class FrankaBridge(Node):
         self.check = None
         self.model = self.backend = None
         self.index = None
+        self._vlim = None                # the model's joint velocity limits, robot order
         self.q = self.dq = self.tau_J = None
         self.g = np.zeros(fh.N)
         self.t_robot = None
@@ -200,6 +204,18 @@ class FrankaBridge(Node):
             sub = TakeSubscription(self, Float64MultiArray, p["command_topic"], 10, raw=True)
             self._cmd_path = ControlPath(self, sub, self._on_command_raw, name="commands",
                                          on_error=self._on_path_error)
+        # topic mode: ~/recover first asks the controller to hold the arm where it is (its ~/hold), and
+        # applies its commands only once it answered: a controller that kept the target it had when
+        # the bridge stopped would otherwise drive the arm back toward it (issue 42: 55 rad/s)
+        self.hold_client = None
+        self.hold_wanted = False         # ~/recover asked for the controller's ~/hold, not answered yet
+        self.hold_future = None
+        self.hold_sent = 0.0
+        self.hold_settle_until = None    # set once the controller holds: its commands still settling
+        self.hold_worst = 0.0            # largest |command - applied| seen while they settle [N m]
+        self.n_dropped_holding = 0
+        if self.mode == "topic" and p["controller_node"]:
+            self.hold_client = self.create_client(Trigger, p["controller_node"].rstrip("/") + "/hold")
         self.create_service(Trigger, "~/recover", self._srv_recover)
         self.create_timer(0.05, self._poll)
         self.create_timer(0.01, self._idle_state)
@@ -253,18 +269,35 @@ class FrankaBridge(Node):
         with self.lock:
             self.state_name, self.reason = state, reason
 
+    def _connect_error(self, e):
+        """A failed connection: the state `error` with what to change (hardware.franka.connect_error_hint)."""
+        _, hint = fh.connect_error_hint(e, self.p["robot_ip"], self.p["realtime"])
+        self._set_state(fh.ERROR, f"cannot connect: {hint}")
+        self.get_logger().error(self.reason)
+
     def _connect_and_start(self):
         p = self.p
+        if p["realtime"]:
+            rt, found = fh.realtime_kernel()
+            if not rt:      # libfranka refuses such a kernel once the robot answers: say so now
+                self.get_logger().warning(f"realtime: true, but this kernel is not real-time ({found}): "
+                                          f"libfranka will refuse the connection; {fh.REALTIME_HINT}")
         t_end = time.monotonic() + p["connect_timeout"]
+        warned = False
         while True:
             try:
                 self.arm.connect()
                 break
             except Exception as e:
-                if time.monotonic() > t_end or not rclpy.ok():
-                    self._set_state(fh.ERROR, f"cannot connect to {p['robot_ip']}: {e}")
-                    self.get_logger().error(self.reason)
+                retry, hint = fh.connect_error_hint(e, p["robot_ip"], p["realtime"])
+                if not retry or time.monotonic() > t_end or not rclpy.ok():
+                    self._connect_error(e)
                     return
+                if not warned:      # the robot may still be booting: retried, but the user sees why
+                    warned = True
+                    self._set_state(fh.IDLE, f"connecting, retried until connect_timeout "
+                                             f"({p['connect_timeout']} s): {hint}")
+                    self.get_logger().warning(self.reason)
                 time.sleep(0.5)
         try:        # always: 0 kg clears a load set before (the robot keeps it across connections)
             m, c, inertia = fh.payload(p["load_mass"], p["load_com"], p["load_inertia"])
@@ -330,6 +363,7 @@ class FrankaBridge(Node):
         self.model, self.urdf = model, urdf
         self.backend = PinocchioBackend(model)
         self.index = np.array([model.joint_names.index(j) for j in self.joints])
+        self._vlim = np.asarray(model.velocity_limits, float)[self.index]
         tol = fh.CrossCheckTolerance(p["cross_check_gravity_tol"], p["cross_check_mass_tol"],
                                      p["cross_check_coriolis_tol"])
         self.check = fh.cross_check(self.backend, self.arm.robot.model, np.asarray(state.q),
@@ -489,7 +523,9 @@ class FrankaBridge(Node):
             return self.loop.dynamics_request(what, self.t_robot)
         return trigger_handler(self.loop_lock, action)
 
-    def _start_motion(self):
+    def _start_motion(self, hold=False):
+        """(Re)start torque control from zero torque.  `hold` (after a robot error, topic mode): the
+        controller's commands wait for its ~/hold (_ask_hold)."""
         self.gate.restart()
         self.guard.reset()
         if self.loop is not None:
@@ -497,6 +533,8 @@ class FrankaBridge(Node):
         self.arm.start()
         self._set_state(fh.RUNNING if self.mode == "in_process" else fh.WAITING,
                         "torque control on" if self.mode == "in_process" else "waiting for commands")
+        if hold and self.hold_client is not None:
+            self._ask_hold()
 
     def _idle_state(self):
         """Without a torque motion (refused, idle, after an error) the state is still published, at
@@ -569,14 +607,20 @@ class FrankaBridge(Node):
                                       throttle_duration_sec=1.0)
             return
         self.n_commands += 1
+        if self.hold_wanted:                 # ~/recover waits for the controller's ~/hold: not yet
+            self.n_dropped_holding += 1
+            return
+        if self.hold_settle_until is not None and not self._hold_settled(tau):
+            self.n_dropped_holding += 1
+            return
         if self.p["gravity_guard"] and self.q is not None and self.gate.state == fh.RUNNING:
             qm = np.empty(fh.N)
             qm[self.index] = self.q
             g = self.backend.gravity(qm)[self.index]
             if self.guard.check(tau, g, self.dq, now):
                 self.n_guard += 1
-                reason = ("gravity guard: the commands carry g(q) (fraction %.2f) but the Franka adds "
-                          "gravity itself: set <controller>.compensate_gravity: false; stopping" % self.guard.ratio)
+                reason = fh.guard_reason(self.guard.ratio, self.dq, self.ctl_check == "ok",
+                                         self.p["controller_node"], self._vlim)
                 self.gate.stop(reason, now, self.q, self.dq)
                 self.guard.reset()
                 self.get_logger().error(reason)
@@ -646,6 +690,10 @@ class FrankaBridge(Node):
             self.loop.deactivate()
             self.loop.safety.reset(start=np.zeros(fh.N))
             self.loop.activate()
+            # the law holds where the arm is (activate): a reference or pose target handed over before
+            # (while stopped, or the one the arm was following) is not followed afterwards
+            self.loop.pending_ref = None
+            self.loop.pose_target = None
 
     def _loop_cycle(self, q, dq, tau_J, t):
         """The law, safety filter and supervisor on this cycle's state (robot time t; the measured
@@ -667,8 +715,92 @@ class FrankaBridge(Node):
         self.pub_cmd.publish(self.cmd_out.bytes())
         return tau
 
+    def _hold_note(self):
+        return (f": resuming once {self.p['controller_node']}/hold answered (the controller then holds the arm "
+                "where it is; the target it had is dropped) and its commands came down to the torque "
+                "applied; until then the stop's damping" if self.hold_wanted else "")
+
+    def _hold_settled(self, tau):
+        """While the controller's commands settle after its ~/hold: True (resume, the gate blends them
+        in) once a command is within RESUME_TOLERANCE of the torque applied now.  A law holding the arm
+        where it rests commands about that (the Franka adds gravity; joint and Cartesian impedance,
+        computed torque: zero error and speed), but its own torque-rate limit ramps its command down
+        from the one it sent for the old target: those were blended in before and moved the arm
+        (0.03 rad at 0.5 rad/s on franky-sim's aligned joints 1 and 3)."""
+        d = float(np.max(np.abs(tau - self.gate.applied)))
+        if d >= self.RESUME_TOLERANCE:
+            self.hold_worst = d
+            return False
+        if self.gate.state == fh.STOPPED:
+            self.gate.resume(time.monotonic())
+        self.hold_settle_until = None
+        self._set_state(fh.WAITING, f"resumed: {self.p['controller_node']} holds the arm where it is; "
+                                    "its commands are blended in")
+        return True
+
+    def _ask_hold(self):
+        """~/recover (topic mode): the controller's commands are not applied until it answered ~/hold
+        (asked now and again until it does: a controller started later answers once active) and they
+        came down to the torque applied (_hold_settled)."""
+        self.hold_wanted = True
+        self.hold_future = None
+        self.hold_sent = 0.0
+        self._set_state(self.state_name, f"resuming once {self.p['controller_node']}/hold answers")
+        self._check_hold()
+
+    def _check_hold(self):
+        """Polled: ask the controller's ~/hold (again after HOLD_RETRY without an answer or after a
+        refusal); on success its commands settle (_hold_settled), or, when they do not within
+        RESUME_SETTLE, the arm stays stopped, saying why."""
+        node = self.p["controller_node"]
+        now = time.monotonic()
+        until = self.hold_settle_until
+        if until is not None and now > until:
+            self.hold_settle_until = None
+            why = (f"not resumed: {node}'s commands did not come within {self.RESUME_TOLERANCE} N m of the "
+                   f"torque applied in {self.RESUME_SETTLE} s after its ~/hold (last: {self.hold_worst:.2f} "
+                   "N m off)")
+            self.gate.stop(why, now, self.q, self.dq)
+            self._set_state(fh.STOPPED, why + "; the arm stays stopped, ~/recover to try again")
+            self.get_logger().error(self.reason)
+            return
+        if not self.hold_wanted:
+            return
+        f = self.hold_future
+        if f is None:
+            if now - self.hold_sent < self.HOLD_RETRY:
+                return
+            if not self.hold_client.service_is_ready():
+                self._set_state(self.state_name, f"resuming once {node}/hold answers (not available: is the "
+                                                 "controller running?); until then the stop's damping")
+                return
+            self.hold_future = self.hold_client.call_async(Trigger.Request())
+            self.hold_sent = now
+            return
+        if not f.done():
+            if now - self.hold_sent > self.HOLD_RETRY:      # lost, or a killed controller's stale entry
+                self.hold_client.remove_pending_request(f)
+                self.hold_future = None
+            return
+        self.hold_future = None
+        try:
+            res = f.result()
+            ok, msg = bool(res.success), res.message
+        except Exception as e:          # noqa: BLE001
+            ok, msg = False, f"{type(e).__name__}: {e}"
+        if ok:
+            self.hold_wanted = False
+            self.hold_worst = 0.0
+            self.hold_settle_until = now + self.RESUME_SETTLE
+            self.get_logger().info(f"{node}/hold: {msg}; its commands are applied once they are within "
+                                   f"{self.RESUME_TOLERANCE} N m of the torque applied now")
+        else:
+            self._set_state(self.state_name, f"resuming once {node}/hold answers (it answered: {msg}; "
+                                             "asking again)")
+
     # ---- supervision ----
     def _poll(self):
+        self._check_hold()
         if self.arm.robot is None or self.arm.motion is None:
             return
         err = self.arm.poll()
@@ -694,20 +826,35 @@ class FrankaBridge(Node):
                 self.get_logger().info(f"applying the commands of {self.p['command_topic']} "
                                        f"({self.n_commands} received so far)")
 
+    HOLD_TIMEOUT = 3.0       # s: the controller's ~/hold unanswered this long -> not resumed
+    RESUME_TOLERANCE = 2.0   # N m: after the controller's ~/hold, its commands apply once this close to
+                             # the torque applied (_hold_settled)
+    RESUME_SETTLE = 3.0      # s: ... or the arm stays stopped
+    HOLD_RETRY = 1.0         # s: ~/hold asked again after this long without an answer
+
     def _srv_recover(self, request, response):
         st = self.state_name
         try:
-            if st == fh.ERROR or (st == fh.IDLE and self.check is not None and self.check.ok):
+            if self.hold_wanted or self.hold_settle_until is not None:
+                response.success, response.message = True, f"already resuming: {self.reason}"
+            elif st == fh.ERROR or (st == fh.IDLE and self.check is not None and self.check.ok):
                 if st == fh.ERROR and not self.arm.recover():
                     response.success, response.message = False, "the robot still reports errors"
                     return response
-                self._start_motion()
-                response.success, response.message = True, "torque control restarted from zero torque"
+                self._start_motion(hold=st == fh.ERROR)
+                response.success, response.message = True, "torque control restarted from zero torque" + (
+                    self._hold_note() if st == fh.ERROR else "")
             elif st == fh.STOPPED:
-                self.gate.resume(time.monotonic())
                 self.guard.reset()
-                self._set_state(fh.WAITING, "resumed: waiting for commands (blended in)")
-                response.success, response.message = True, "resumed"
+                if self.hold_client is not None:
+                    self._ask_hold()
+                    response.success, response.message = True, "resuming" + self._hold_note()
+                else:
+                    self.gate.resume(time.monotonic())
+                    self._set_state(fh.WAITING, "resumed: waiting for commands (blended in)")
+                    response.success, response.message = True, (
+                        "resumed; controller_node '': the bridge cannot ask the controller to hold, its "
+                        "commands are blended in as they come (make it hold first)")
             elif st == fh.REFUSED:
                 response.success, response.message = False, f"refused: {self.reason}"
             else:
@@ -725,7 +872,7 @@ class FrankaBridge(Node):
         d = {"state": st, "reason": reason, "mode": self.mode, "robot_ip": self.p["robot_ip"],
              "cycles": self.arm.n_cycles, "lost_cycles": self.arm.n_lost, "commands": self.n_commands,
              "rejected_commands": self.gate.n_rejected, "watchdog_trips": self.gate.n_watchdog,
-             "gravity_guard_trips": self.n_guard, "controller_check": self.ctl_check,
+             "gravity_guard_trips": self.n_guard, "commands_dropped_resuming": self.n_dropped_holding, "controller_check": self.ctl_check,
              "robot_errors": self.n_errors,
              "last_robot_error": self.last_error,
              # where the arm was and how fast it went when the last stop came (robot joint order; ''
