@@ -330,13 +330,18 @@ class MujocoSimNode(Node):
             return
         u = command_values(raw)
         ok = u.shape == (self.n,) and math.isfinite(float(u.dot(u)))
+        released = False
         with self._lock:
             self._cmd_time = now
             if ok:
                 if self._braked and not self._stopping and np.any(u):
-                    self._brake_check(u)
+                    released = self._brake_check(u)
                 self._cmd = u[self.msg_to_model]
-                return
+        if released:                                   # logged outside the lock (see _command)
+            self.get_logger().info("commands again: brakes released after the command-timeout stop")
+        if ok:
+            return
+        with self._lock:
             self._bad += 1
             if self.policy == "zero":
                 self._cmd = np.zeros(self.n)
@@ -361,7 +366,8 @@ class MujocoSimNode(Node):
             self._braked = False
         if not self._braked and self._timed_out:
             self._timed_out = False
-            self.get_logger().info("commands again: brakes released after the command-timeout stop")
+            return True                                # the caller logs it, outside the lock
+        return False
 
     def _on_wrench(self, msg):
         frame = msg.header.frame_id or self.ft_frame
@@ -391,12 +397,16 @@ class MujocoSimNode(Node):
                 self.stats["timeouts"] += 1
                 self._stopping = self._timed_out = True
                 self._first_nonzero = self._settle_ref = None     # a new controller must settle first
-                self.get_logger().warning(
-                    f"no command for {now - self._cmd_time:.3f} s (command_timeout {timeout} s): "
-                    f"braking the arm to rest and holding it there")
+                timed_out = now - self._cmd_time
+            else:
+                timed_out = None
             wrenches, self._pending_wrench = self._pending_wrench, {}
             reset, self._pending_reset = self._pending_reset, False
             self.stats["bad_commands"] = self._bad
+        if timed_out is not None:      # logged outside the lock: a log call under it (rosout's publish)
+            self.get_logger().warning(  # must not hold up the executor's thread at shutdown
+                f"no command for {timed_out:.3f} s (command_timeout {timeout} s): "
+                f"braking the arm to rest and holding it there")
         if reset:       # the command is kept (as Gazebo's world reset leaves controllers running)
             self.sim.clear_wrench()
             self._hold_q = self.q0
