@@ -91,6 +91,20 @@ MUTATIONS = [
       "        self._idx = np.array([pos[n] for n in self.names], dtype=np.intp)\n"
       "        self._idx[[0, 1]] = self._idx[[1, 0]]\n",
       [RI + "test_joint_state_mapper_fuzz"]),
+    # ---- issue 45: behaviour no test pinned (the whole suite passed with each) ----
+    M("burst_steps_on_oldest", "the control path marks the oldest state of a queued burst as the one to step on",
+      "robot_dynamics/nodes/control_path.py", "self.on_message(m, now, i == last)",
+      "self.on_message(m, now, i == 0)",
+      ["test/test_control_path.py::test_the_node_steps_on_the_newest_state_of_a_queued_burst"]),
+    M("ik_stamp_dropped", "a Cartesian trajectory's stamp dropped by the IK conversion (joint laws start on receipt)",
+      "robot_dynamics/control/ik_reference.py", "        jt.stamp = ctraj.stamp\n", "",
+      ["test/test_ik_goals.py::test_a_stamped_cartesian_trajectory_starts_at_its_stamp",
+       "test/test_trajectory_timing.py::test_cartesian_trajectory_for_a_joint_law_starts_at_its_stamp"]),
+    M("node_cartesian_stamp_dropped", "the node drops ~/cartesian_trajectory's header.stamp for a joint law",
+      "robot_dynamics/nodes/controller_inputs.py",
+      "            return tr if c.cartesian else c.loop.cartesian_goal(tr)",
+      "            return tr if c.cartesian else c.loop.cartesian_goal(setattr(tr, 'stamp', None) or tr)",
+      ["test/test_trajectory_timing.py::test_cartesian_trajectory_for_a_joint_law_starts_at_its_stamp"]),
 ]
 
 

@@ -517,6 +517,7 @@ DDS_RMS_TOL = 8e-3           # m: RMS controller error on the 2 s circle from ~/
                              #   machine, 550 Hz loop), 0.024 mm in-process; pose only lags 25-28 mm
 
 
+@pytest.mark.system
 @pytest.mark.slow
 def test_cartesian_inputs_over_dds(ros, model, tmp_path):
     """sim_node + controller_node (cartesian_impedance, children under SCHED_FIFO where permitted).

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 for mod in ("colcon_core", "colcon_ros", "colcon_python_setup_py", "ros2launch"):

@@ -18,6 +18,7 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy")
 
+from rclpy.duration import Duration  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
@@ -398,3 +399,68 @@ def test_watchdog_and_lifecycle_mid_stream(rig):
     assert not [k for k in node.counts if k.startswith("errors.")]
     d = node.c.path.stats()
     assert d["errors"] == 0 and d["messages"] > 0
+
+
+# ------------------------------------------------------------------------------------------------ a queued burst
+def _pin_gravity_panda(q_arm):
+    """g(q) of the Panda's 7 arm joints from Pinocchio on the URDF (fingers at 0, as the node's model
+    locks them): the oracle, independent of the package's model loader and backends."""
+    import pinocchio as pin
+    from robot_dynamics.dynamics import robots
+    pm = pin.buildModelFromUrdf(str(robots.robot_urdf_path("panda")))
+    q = pin.neutral(pm)
+    for name, x in zip(ARM, q_arm):
+        q[pm.joints[pm.getJointId(name)].idx_q] = x
+    g = pin.computeGeneralizedGravity(pm, pm.createData(), q)
+    return np.array([g[pm.joints[pm.getJointId(name)].idx_v] for name in ARM])
+
+
+def test_the_node_steps_on_the_newest_state_of_a_queued_burst(rig):
+    """Joint states that queue while the control thread is busy are taken together at its next
+    wake-up; the node must step on the newest of them (the older ones are stale states), not on the
+    oldest.  Deterministic: the path's handler is held on a first state P (a gate around it, the
+    node's own handler inside) while a burst B1..B5 of distinct q is published into the reliable,
+    depth-10 subscription (in-process delivery: queued when publish returns; acknowledged too); then
+    the gate opens and the thread takes B1..B5 in one batch.  The commands after P must be exactly
+    one for the burst, equal to Pinocchio's g(q_B5) (gravity compensation, rate limit and start ramp
+    out of the way), and unequal to g(q_B1) by far more than the tolerance."""
+    node = rig.controller(controller="gravity_compensation", qos_reliability="reliable", qos_depth=10,
+                          watchdog_timeout=30.0, torque_rate_limit=1e9, ramp_time=0.0)
+    pub = rig.h.create_publisher(type(rig.js(ARM, Q0)), rig.js_topic, 10)     # reliable, depth 10
+    wait_for(lambda: pub.get_subscription_count() > 0, what="the node's joint-state subscription matched")
+    path = node.c.path
+    inner = path.on_message
+    gate, held = threading.Event(), threading.Event()
+
+    def gated(msg, now, last):                      # holds the control thread on its first message
+        held.set()
+        gate.wait(60.0)
+        return inner(msg, now, last)
+
+    path.on_message = gated
+    try:
+        qs = [Q0 + np.array([0.0, 0.15 * k, 0.0, 0.2 * k, 0.0, -0.1 * k, 0.0]) for k in range(6)]
+        p, burst = qs[0], qs[1:]
+        m0, s0, k0 = path.messages, path.superseded, rig.monitor.n()
+        pub.publish(rig.js(ARM, p))
+        wait_for(held.is_set, what="the control thread holding P")
+        for q in burst:
+            pub.publish(rig.js(ARM, q))
+        assert pub.wait_for_all_acked(Duration(seconds=30.0)), "the burst acknowledged"
+        gate.set()
+        wait_for(lambda: path.messages >= m0 + 2, what="P and the burst handled")
+        wait_for(lambda: sum(not r["safe"] for r in rig.monitor.since(k0)) >= 2, what="two control steps")
+    finally:
+        gate.set()
+        path.on_message = inner
+    assert (path.messages - m0, path.superseded - s0) == (2, len(burst) - 1), \
+        "P alone, then the burst of 5 in one batch (the test's premise)"
+    steps = [r["cmd"] for r in rig.monitor.since(k0) if not r["safe"]]
+    assert len(steps) == 2, f"one step for P, one for the whole burst: {len(steps)}"
+    g_p, g_newest, g_oldest = (_pin_gravity_panda(q) for q in (p, burst[-1], burst[0]))
+    assert np.max(np.abs(g_newest - g_oldest)) > 1.0                      # the premise: far apart
+    np.testing.assert_allclose(steps[0], g_p, atol=1e-6, err_msg="the step on P: g(q_P)")
+    np.testing.assert_allclose(steps[1], g_newest, atol=1e-6,
+                               err_msg=f"the burst's step is not g(newest q); g(oldest q) = {g_oldest.tolist()}")
+    rig.assert_invariants()
+    assert not [k for k in node.counts if k.startswith("errors.")]

@@ -23,7 +23,7 @@ rclpy = pytest.importorskip("rclpy")
 from robot_dynamics.nodes.probe import Probe  # noqa: E402
 from robot_dynamics.nodes.processes import RT_TEST, NodeProcesses, start_sim_and_controller  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 
 START_TIMEOUT = 60.0     # s: both children up, the controller configured and commanding
 MOVING = 0.2             # rad/s: the arm is "mid-motion" when a joint is at least this fast

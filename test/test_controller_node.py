@@ -377,6 +377,7 @@ def test_self_check_failure_refuses_configure(rig, monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------------
+@pytest.mark.system
 def test_node_as_a_process_from_the_robot_description_topic(rig):
     """The console-script module in its own process: URDF from a TRANSIENT_LOCAL topic, gravity
     commands after the ramp, the safe command (zero) on SIGTERM, clean exit."""
@@ -476,6 +477,7 @@ def test_timer_trigger_and_no_exception_escapes(rig):
     wait_for(lambda: int(rig.diagnostics(node)[0].get("errors.control_step", 0)) >= 1, what="errors counted")
 
 
+@pytest.mark.system
 def test_flood_of_alternating_bad_and_good_joint_states_logs_throttled(rig):
     """Issue 11: bad and good joint states alternating at up to 1 kHz for 3 s against the node in its
     own process.  Its log (the child's output) stays within the throttle (log_throttle_period 1 s: one

@@ -496,6 +496,7 @@ def wait(probe, pred, timeout=30.0, poll=0.02):
     return False
 
 
+@pytest.mark.system
 @pytest.mark.slow
 def test_node_goal_reached_with_feedback(nodes):
     """Goal reached: SUCCEEDED / SUCCESSFUL, the plant within the goal tolerance; the result not before
@@ -522,6 +523,7 @@ def test_node_goal_reached_with_feedback(nodes):
                            atol=1e-9)
 
 
+@pytest.mark.system
 @pytest.mark.slow
 def test_node_refused_goals_answer_codes(nodes):
     """Each malformed goal: ABORTED at once with its code and reason; the arm does not move."""
@@ -542,6 +544,7 @@ def test_node_refused_goals_answer_codes(nodes):
     assert np.max(np.abs(plant_q(probe) - q0)) < 2e-3
 
 
+@pytest.mark.system
 @pytest.mark.slow
 def test_node_partial_goal_others_hold(nodes):
     procs, probe, client = nodes
@@ -555,6 +558,7 @@ def test_node_partial_goal_others_hold(nodes):
     assert np.max(np.abs(q[1:6] - q0[1:6])) < 0.01
 
 
+@pytest.mark.system
 @pytest.mark.slow
 def test_node_cancel_holds(nodes):
     """Cancel: CANCELED, and the arm holds where it was when the cancel took effect (the plant), short of
@@ -576,6 +580,7 @@ def test_node_cancel_holds(nodes):
     settle(client, q0)
 
 
+@pytest.mark.system
 @pytest.mark.slow
 def test_node_preemption(nodes):
     """A second goal aborts the first (INVALID_GOAL, 'preempted', as JTC); a topic trajectory aborts the
@@ -598,6 +603,7 @@ def test_node_preemption(nodes):
     settle(client, q0)
 
 
+@pytest.mark.system
 @pytest.mark.slow
 def test_node_push_violates_path_tolerance(nodes):
     """A push on the hand while a goal with a 0.01 rad path tolerance moves: ABORTED with
@@ -630,6 +636,7 @@ def test_node_push_violates_path_tolerance(nodes):
     settle(client, q0)
 
 
+@pytest.mark.system
 @pytest.mark.slow
 def test_node_goal_time_violated(nodes):
     """A goal tolerance the pushed arm cannot meet, goal_time_tolerance 0.3 s: GOAL_TOLERANCE_VIOLATED,
@@ -653,6 +660,7 @@ def test_node_goal_time_violated(nodes):
 
 
 
+@pytest.mark.system
 @pytest.mark.slow
 def test_node_controller_state(nodes):
     """~/controller_state (JointTrajectoryControllerState): joint_names = joints, feedback = the plant's
@@ -681,6 +689,7 @@ def test_node_controller_state(nodes):
         client.node.destroy_subscription(sub)
     settle(client, q0)
 
+@pytest.mark.system
 @pytest.mark.slow
 def test_node_deactivate_aborts_then_rejects(nodes):
     """Deactivating the controller aborts the running goal (INVALID_GOAL, the reason); goals are then

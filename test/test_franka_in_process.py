@@ -15,7 +15,7 @@ from franka_harness import (FRANKY_SIM_ID, FRICTION_KEYS, PHANTOM_LOAD, check_he
                             gravity_of, identified_params, identify_dynamics, js_arrays, push_stiffness, rig,
                             sim_joint_attribute, sim_joint_friction, wait_robot_time)
 
-pytestmark = [pytest.mark.slow, pytest.mark.franky_sim]
+pytestmark = [pytest.mark.system, pytest.mark.slow, pytest.mark.franky_sim]
 
 HOLD_TIME = 5.0
 HOLD_TOL = 5e-3           # rad

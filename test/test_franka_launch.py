@@ -17,7 +17,7 @@ from franka_harness import (BRIDGE_RT, CONTROLLER_RT, FR3_JOINTS, BridgeProbe, F
 from robot_dynamics.nodes.processes import config_path  # noqa: E402
 from test_ros2_tools import READY_TIMEOUT, Launch, assert_clean_exit  # noqa: E402  (skips without ros2)
 
-pytestmark = [pytest.mark.slow, pytest.mark.franky_sim]
+pytestmark = [pytest.mark.system, pytest.mark.slow, pytest.mark.franky_sim]
 
 HOLD_TIME = 3.0           # s of robot time
 # joint impedance holding its own start pose (the Franka adds gravity): franky-sim's joint friction

@@ -20,7 +20,7 @@ from franka_harness import (PHANTOM_LOAD, bridge_params, check_held_stiffness, d
 from robot_dynamics.hardware.franka import scale_link_mass  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.franky_sim]
+pytestmark = [pytest.mark.system, pytest.mark.slow, pytest.mark.franky_sim]
 
 HOLD_TIME = 5.0           # s
 HOLD_TOL = 5e-3           # rad: largest joint drift while holding (gravity compensation law: ~zero torque)

@@ -124,6 +124,40 @@ def test_a_cartesian_trajectory_is_followed_through_the_ik():
     assert sorted(got) == list(range(1, 21)) and max(errs) < PATH_TOL
 
 
+@pytest.mark.parametrize("law", ["joint_impedance", "computed_torque"])
+def test_a_stamped_cartesian_trajectory_starts_at_its_stamp(law):
+    """Bug: the Cartesian trajectory's stamp (its header.stamp on the node) dropped on the way through
+    the IK, so the joint trajectory starts on receipt.  The 15 cm minimum-jerk line in 2 s, stamped
+    0.8 s after it is handed over (the loop's clock): until the stamp the tcp (MuJoCo) stays where it
+    was (within HOLD_TOL; started on receipt it is 47.6 mm along by then), and at stamp + each later
+    point's time it is at that point (within PATH_TOL for computed torque; joint impedance lags its
+    spring: within LAG_TOL, still far below the 47.6 mm a start on receipt puts it ahead)."""
+    HOLD_TOL, LAG_TOL, DELAY = 0.2e-3, 5e-3, 0.8
+    loop, sim = started(law)
+    R, p0 = REF.frame_placement(Q0, TCP)
+    ct = line(p0, p0 + [0.0, 0.15, 0.0], R, 2.0)
+    t_set = sim.t
+    ct.stamp = t_set + DELAY
+    assert loop.set_reference(loop.cartesian_goal(ct))[0]
+    held, got = [], {}
+
+    def record(t, sim):
+        x = sim.frame_pose(TCP)[1].copy()
+        if t <= ct.stamp:
+            held.append(np.linalg.norm(x - p0))
+        k = int(round((t - ct.stamp) / 0.1))
+        if abs(t - ct.stamp - 0.1 * k) < 0.5 * DT and 0 <= k <= 20:
+            got[k] = x
+    run(loop, sim, int((DELAY + 2.6) / DT), record)
+    errs = [np.linalg.norm(got[k] - ct.positions[k]) for k in sorted(got)]
+    print(f"{law}, stamp +{DELAY} s: moved {1000 * max(held):.4f} mm before the stamp; worst error at the "
+          f"points from the stamp {1000 * max(errs):.3f} mm")
+    assert len(held) >= int(DELAY / DT) - 1 and max(held) < HOLD_TOL, \
+        f"moved {1000 * max(held):.1f} mm before its stamped start"
+    assert sorted(got) == list(range(21))
+    assert max(errs) < (PATH_TOL if law == "computed_torque" else LAG_TOL), errs
+
+
 def test_a_trajectory_through_a_singularity_or_too_fast_is_refused_with_the_point():
     """Bug: a path the arm cannot follow accepted.  A line that leaves the workspace (1.5 m along x):
     refused at the point where the joints would have to jump (the last reachable points crowd the

@@ -40,6 +40,9 @@ from std_msgs.msg import Float64MultiArray  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
 from geometry_msgs.msg import WrenchStamped  # noqa: E402
 
+pytestmark = pytest.mark.system
+
+
 PANDA_JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
 TOPIC_TIMEOUT = 30.0          # s: first message on each topic (controller self-check included)
 HOLD_TOL = 0.01               # rad: gravity compensation keeps the arm where it started

@@ -8,6 +8,9 @@ import numpy as np
 import pytest
 from robustness_harness import call_trigger, poll_until, run_identification
 
+pytestmark = pytest.mark.system
+
+
 CTL = "/torque_controller"
 PLANT = {"damping": 0.3, "friction": 0.5, "armature": 0.1}
 # relative, every joint: measured within 4 % on a quiet host; in a loaded suite run (a CPU hog beside it)

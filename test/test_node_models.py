@@ -175,6 +175,7 @@ def _payload_torque(model, q):
     return np.array([tau[names.index(n)] for n in model.joint_names])
 
 
+@pytest.mark.system
 def test_sim_node_payload(ros, model, tmp_path):
     from robot_dynamics.dynamics import PinocchioBackend
     from robot_dynamics.nodes.probe import Probe

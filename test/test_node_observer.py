@@ -138,6 +138,7 @@ def test_bad_observer_parameters(panda):
 
 
 # ---------------------------------------------------------------- over DDS
+@pytest.mark.system
 @pytest.mark.slow
 def test_node_external_wrench_and_collision(ros, panda, tmp_path):
     from geometry_msgs.msg import WrenchStamped

@@ -12,6 +12,9 @@ import numpy as np
 import pytest
 from robustness_harness import call_trigger, poll_until, start_trigger
 
+pytestmark = pytest.mark.system
+
+
 TCP = "panda_hand_tcp"
 PAYLOAD = dict(mass=2.0, com=[0.03, -0.02, 0.06])
 MASS_REL_TOL = 0.02

@@ -15,7 +15,7 @@ from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from robot_dynamics.nodes.processes import NodeProcesses, config_path  # noqa: E402
 from robot_dynamics.realtime import MIDDLEWARE_TIMER_THREADS  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 
 START_TIMEOUT = 40.0
 PRIO = 30                    # below the system tests' 40 and ros2_control's 50

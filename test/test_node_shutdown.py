@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]
 READY_TIMEOUT = 90.0      # s: start-up on a loaded 2-core machine (controller self-check included)
 EXIT_TIMEOUT = 30.0

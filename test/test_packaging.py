@@ -30,6 +30,7 @@ def wheel(tmp_path_factory):
     return zipfile.ZipFile(whl)
 
 
+@pytest.mark.system
 def test_wheel_installs_share_and_index(wheel):
     names = wheel.namelist()
     data = "robot_dynamics-0.1.0.data/data/"
@@ -42,6 +43,7 @@ def test_wheel_installs_share_and_index(wheel):
         assert shipped <= installed, f"{sub}: not installed: {shipped - installed}"
 
 
+@pytest.mark.system
 def test_wheel_installs_executables_where_ros2_run_looks(wheel):
     for node in NODES:
         info = wheel.getinfo(f"robot_dynamics-0.1.0.data/data/lib/robot_dynamics/{node}")

@@ -157,6 +157,7 @@ def test_wrench_sensor_goes_silent(rig):
         rig.alive()
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("safe_command", ["zero", "gravity"])
 def test_simulator_killed_and_restarted(rig, tmp_path, safe_command):
     """sim_node as a child process drives the in-process controller in closed loop; SIGKILL it: the

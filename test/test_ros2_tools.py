@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]
 PREFIX = Path(sys.prefix)
 BIN = Path(sys.executable).parent

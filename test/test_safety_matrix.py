@@ -95,6 +95,7 @@ def cases(draw):
     return law, params, plane, radius, target, v0
 
 
+@pytest.mark.slow                               # 40 closed-loop MuJoCo runs: 26-62 s
 @settings(max_examples=40, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(cases())

@@ -16,7 +16,7 @@ from sensor_msgs.msg import JointState  # noqa: E402
 
 from robot_dynamics.dynamics import robots  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 ARM = [f"panda_joint{i}" for i in range(1, 8)]
 TIMEOUT = 120.0
 

@@ -19,7 +19,7 @@ from robot_dynamics.nodes.probe import Probe  # noqa: E402
 from robot_dynamics.nodes.processes import NodeProcesses  # noqa: E402
 from robot_dynamics.nodes.sim_node import HOME, PARAMETERS  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 
 START_TIMEOUT = 30.0        # s, child start-up (imports, model build) on a loaded machine
 FALL_MIN = 0.2              # rad: with zero effort the Panda must have moved at least this much ...

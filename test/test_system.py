@@ -37,7 +37,7 @@ from robot_dynamics.nodes.processes import (RT_TEST, NodeProcesses, config_path,
                                             start_sim_and_controller)
 from robot_dynamics.nodes.sim_node import HOME  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 
 START_TIMEOUT = 60.0          # s: both children up, controller configured (self-check) and commanding
 START_SETTLE_TOL = 0.1        # N m: applied effort vs g(q) once the controller's start ramp is over

@@ -214,3 +214,57 @@ def test_cartesian_trajectory_frame_and_stamp(rig):
     finally:
         clk.stop()
     rig.assert_invariants()
+
+
+def test_cartesian_trajectory_for_a_joint_law_starts_at_its_stamp(rig):
+    """The same Cartesian trajectory sent to joint_impedance (through the IK, ik.frame panda_link8),
+    stamped 0.5 s in the future.  Bug: the stamp dropped on the way through the IK (the joint
+    trajectory started on receipt).  ~/state's position is the law's joint reference; its pose is
+    read with Pinocchio's forward kinematics (the oracle, on the URDF): until the stamp it stays at
+    the held pose (within 0.1 mm; started on receipt it is 25 mm along by then), and it first reaches
+    the last point (within 10 nm: the IK's tolerance is 1 nm) at stamp + DURATION (upper side TOL as
+    above; started on receipt: 0.5 s early)."""
+    import pinocchio as pin
+    from robot_dynamics.dynamics import robots
+    frame = "panda_link8"
+    pm = pin.buildModelFromUrdf(str(robots.robot_urdf_path("panda")))
+    pd, fid = pm.createData(), pm.getFrameId(frame)
+    iq = [pm.joints[pm.getJointId(j)].idx_q for j in ARM]
+
+    def pose(q_arm):
+        q = pin.neutral(pm)
+        q[iq] = q_arm
+        pin.framesForwardKinematics(pm, pd, q)
+        M = pd.oMf[fid]
+        return M.translation.copy(), M.rotation.copy()
+
+    p_held, R_held = pose(Q0)
+    p0 = np.r_[p_held, pin.Quaternion(R_held).coeffs()]    # x y z qx qy qz qw
+    p_end = p_held + [0.0, 0.0, 0.05]
+    node = rig.controller(controller="joint_impedance", use_sim_time=True, watchdog_timeout=2.0,
+                          ramp_time=0.0, torque_rate_limit=1e9, **{"ik.frame": frame})
+    clk = SimClock(rig, node).start()
+    try:
+        wait_for(lambda: len(clk.since(T0 + 0.05)) > 20, what="~/state on the sim clock")
+        assert np.abs(clk.latest()[1] - Q0).max() < 1e-12, "the reference held at the stream's state"
+        pub = rig.pub(MultiDOFJointTrajectory, f"/{node.get_name()}/cartesian_trajectory")
+        t_now = clk.now()
+        stamp = t_now + 0.5
+        pub.publish(cart_traj([frame], stamp, p0))
+
+        def reached():
+            for s, q in clk.since(t_now):
+                if q.size == 7 and np.all(np.isfinite(q)) and np.linalg.norm(pose(q)[0] - p_end) < 1e-8:
+                    return s
+            return None
+        wait_for(reached, timeout=60.0, what="the reference's pose at the trajectory's last point")
+        end = reached()
+        before = [np.linalg.norm(pose(q)[0] - p_held) for s, q in clk.since(t_now) if s < stamp and q.size == 7]
+        print(f"\njoint law, Cartesian trajectory, future stamp: moved {1000 * max(before):.4f} mm before the "
+              f"stamp ({len(before)} states), last point at {end - stamp:+.4f} s from the stamp")
+        assert before and max(before) < 1e-4, f"the reference moved {1000 * max(before):.1f} mm before its stamp"
+        assert stamp + DURATION - TOL <= end <= stamp + DURATION + TOL, (end - stamp)
+        assert not int(rig.diagnostics().get("rejected.cartesian_trajectory", 0))
+    finally:
+        clk.stop()
+    rig.assert_invariants()

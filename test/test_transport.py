@@ -52,6 +52,7 @@ def user_env(start):
     return env
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("start", sorted(STARTS))
 def test_the_advised_environment_opens_no_shared_memory_port(start):
     env = user_env(start)

@@ -58,7 +58,8 @@ RT = [sys.executable, "-m", "robot_dynamics.realtime", "--policy", "fifo", "--pr
 CONTROLLER = "robot_dynamics.nodes.controller_node"
 
 WHY = netns.why_unavailable()
-pytestmark = pytest.mark.skipif(WHY is not None, reason=f"network namespaces cannot be made here: {WHY}")
+pytestmark = [pytest.mark.system,
+              pytest.mark.skipif(WHY is not None, reason=f"network namespaces cannot be made here: {WHY}")]
 
 
 def _params():
