@@ -25,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import robot_dynamics.control.dynamics_run as dr  # noqa: E402
+import robot_dynamics.control.runs.dynamics as dr  # noqa: E402
 from robot_dynamics.control import ControlLoop  # noqa: E402
 from robot_dynamics.control.trajectory import JointTrajectory  # noqa: E402
 from robot_dynamics.dynamics import Model  # noqa: E402

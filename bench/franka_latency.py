@@ -95,7 +95,7 @@ def run_mode(mode, law, duration, address, log_dir, rt=False):
         if mode == "in_process":
             doc = yaml.safe_load(open(config_path(f"fr3_{law}.yaml")))
             law_params = doc["/**"]["ros__parameters"]
-        from robot_dynamics.control.base import flatten_params
+        from robot_dynamics.control.laws.base import flatten_params
         flat = flatten_params(law_params) if law_params else {}
         over += [Parameter(k, value=v) for k, v in flat.items() if k not in ("joints",)]
         bridge = FrankaBridge(parameter_overrides=over)

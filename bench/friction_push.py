@@ -1,6 +1,6 @@
 """Friction compensation pushed (issue 43): the MuJoCo Panda of test/friction_rig.py (per-joint rotor
 inertia, damping and dry friction; implicitfast as franky-sim), its friction loss sharp (solref 0.002 s)
-or MuJoCo's default soft (0.02 s), identified first by the loop's own run (control/dynamics_run.py,
+or MuJoCo's default soft (0.02 s), identified first by the loop's own run (control/runs/dynamics.py,
 from the commands sent), then Cartesian impedance k 450 N/m at the flange pushed along x with F = 5 N,
 then 2F, each held 4 s, then released.  ROS-free, in process.
 

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from robot_dynamics.control import CartesianReference, ControlLoop  # noqa: E402
-from robot_dynamics.control.base import flatten_params  # noqa: E402
+from robot_dynamics.control.laws.base import flatten_params  # noqa: E402
 from robot_dynamics.description import LAUNCH_ROBOTS  # noqa: E402
 from robot_dynamics.dynamics import Model  # noqa: E402
 from robot_dynamics.sim import MujocoSim  # noqa: E402

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test"))
 from test_safety_matrix import JI_GAINS, KE_SLOW, PB, PENETRATION, Q0, SLOW, TCP, run  # noqa: E402
-from robot_dynamics.control.base import CartesianReference, JointReference  # noqa: E402
+from robot_dynamics.control.laws.base import CartesianReference, JointReference  # noqa: E402
 
 
 def draw(rng):

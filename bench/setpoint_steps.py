@@ -23,7 +23,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from robot_dynamics.control import ControlLoop  # noqa: E402
-from robot_dynamics.control.base import JointReference  # noqa: E402
+from robot_dynamics.control.laws.base import JointReference  # noqa: E402
 from robot_dynamics.control.params import loop_param_specs  # noqa: E402
 from robot_dynamics.dynamics import Model  # noqa: E402
 from robot_dynamics.sim import MujocoSim  # noqa: E402

@@ -17,7 +17,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from robot_dynamics.control import ControlLoop  # noqa: E402
-from robot_dynamics.control.base import CartesianReference  # noqa: E402
+from robot_dynamics.control.laws.base import CartesianReference  # noqa: E402
 from robot_dynamics.dynamics import Model, make_backend  # noqa: E402
 from robot_dynamics.sim import MujocoSim  # noqa: E402
 

@@ -124,7 +124,7 @@ def push(model, friction=None, solref=SOFT, force=5.0, hold=4.0, back=2.0, settl
 
 
 def identify(model, solref=SOFT, adds_gravity=False, params=None, plant=None):
-    """The identification the loop runs (control/dynamics_run.py) from the commands it sends, on the
+    """The identification the loop runs (control/runs/dynamics.py) from the commands it sends, on the
     plant (hold_pairing start: implicitfast), joint impedance driving the excitation.  Returns the
     finished run (run.ok, run.estimate, run.params: what the parameters file gets, run.bands)."""
     p = Plant(model, solref=solref, adds_gravity=adds_gravity, plant=plant)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
-from robot_dynamics.control.base import flatten_params
+from robot_dynamics.control.laws.base import flatten_params
 from robot_dynamics.control import CartesianReference, JointReference, State, make_law
 from robot_dynamics.description import CONTROLLERS, LAUNCH_ROBOTS
 from robot_dynamics.dynamics import Model, PinocchioBackend

@@ -12,7 +12,7 @@ from scipy.spatial.transform import Rotation
 
 from robot_dynamics.control import (LAWS, CartesianReference, JointReference, JointTrajectory, SafetyFilter,
                                     State, make_law)
-from robot_dynamics.control.base import flatten_params
+from robot_dynamics.control.laws.base import flatten_params
 from robot_dynamics.dynamics import Model, PinocchioBackend, ReferenceBackend
 from robot_dynamics.dynamics.reference.spatial import skew
 

@@ -1,4 +1,4 @@
-"""The dynamics identification run by the control loop (control/dynamics_run.py), ROS-free, on a MuJoCo
+"""The dynamics identification run by the control loop (control/runs/dynamics.py), ROS-free, on a MuJoCo
 plant with per-joint armature, damping and friction loss the test draws (the oracle), the loop's
 commands applied to it each millisecond as a driver would.  Also the aborts: a reference, a watchdog
 trip, a cancel, a law that cannot run it."""
@@ -10,7 +10,7 @@ pytest.importorskip("mujoco")
 pytest.importorskip("scipy")
 
 from robot_dynamics.control import ControlLoop  # noqa: E402
-from robot_dynamics.control.base import JointReference  # noqa: E402
+from robot_dynamics.control.laws.base import JointReference  # noqa: E402
 from robot_dynamics.dynamics import Model  # noqa: E402
 from robot_dynamics.sim.mujoco_sim import MujocoSim  # noqa: E402
 
@@ -241,7 +241,7 @@ def test_the_way_back_stays_within_the_position_limits():
     room left.  Joint 4 of the Panda 0.03 rad from its upper limit at its velocity limit, the others at
     rest; the reference sampled every ms over the way back.  Mutation: the start velocity uncut (the
     room check removed) takes the reference 0.58 rad past the limit."""
-    from robot_dynamics.control.payload_run import move_back
+    from robot_dynamics.control.runs.payload import move_back
     model, _, loop, _ = rig()
     up, vl = model.upper_limits[3], model.velocity_limits[3]
     q = Q0.copy()

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from robot_dynamics.control import CartesianReference, ControlLoop
-from robot_dynamics.control.base import flatten_params
+from robot_dynamics.control.laws.base import flatten_params
 from robot_dynamics.description import LAUNCH_ROBOTS
 from robot_dynamics.dynamics import Model
 from robot_dynamics.sim import MujocoSim

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import yaml
 
-from robot_dynamics.control.base import flatten_params
+from robot_dynamics.control.laws.base import flatten_params
 from robot_dynamics.description import CONTROLLERS, LAUNCH_ROBOTS, gz_ros2_control_urdf, robot_model
 from robot_dynamics.nodes import sim_node
 

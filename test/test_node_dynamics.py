@@ -16,7 +16,7 @@ PLANT = {"damping": 0.3, "friction": 0.5, "armature": 0.1}
 # relative, every joint: measured within 4 % on a quiet host; in a loaded suite run (a CPU hog beside it)
 # fv came out 7-11 % low on joints 1-4 (Ia and fc within 4 %): the commands' DDS latency varies under
 # load, and the plant applies each command from its arrival, not from the state it answers.  The 10 %
-# of issue 21 holds ROS-free (test_dynamics_run.py, states skipped included) and on franky-sim in-process
+# of issue 21 holds ROS-free (test_control/runs/dynamics.py, states skipped included) and on franky-sim in-process
 TOL = 0.15
 
 

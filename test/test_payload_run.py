@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from robot_dynamics.control import ControlLoop
-from robot_dynamics.control.base import JointReference
+from robot_dynamics.control.laws.base import JointReference
 from robot_dynamics.dynamics import Model
 from robot_dynamics.sim import MujocoSim
 

@@ -401,7 +401,7 @@ def test_extreme_gains_are_refused_or_give_finite_torques(law_name):
     gave NaN torques); at the bound, 1e12, accepted with finite torques.  A subnormal stiffness
     (5e-324, 1e-308: NaN torques from the one-eigensolve damping design's K^-1/2 scaling) is accepted
     and acts as the zero it nearly is: the torque equals the one with that gain at 0 (to 1e-9 relative)."""
-    from robot_dynamics.control.base import GAIN_MAX
+    from robot_dynamics.control.laws.base import GAIN_MAX
     state = State(Q0 + 0.01, np.full(N, 0.1))
     for key in GAIN_KEYS[law_name]:
         for big in (1e155, 1e200, 1e308, [1e308] * N):

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from robot_dynamics.control import ControlLoop
-from robot_dynamics.control.base import CartesianReference, JointReference
+from robot_dynamics.control.laws.base import CartesianReference, JointReference
 from robot_dynamics.dynamics import Model, make_backend
 from robot_dynamics.sim import MujocoSim
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from robot_dynamics.control import ControlLoop
-from robot_dynamics.control.base import JointReference
+from robot_dynamics.control.laws.base import JointReference
 from robot_dynamics.control.params import loop_param_specs
 from robot_dynamics.dynamics import Model, robots
 from robot_dynamics.sim import MujocoSim
@@ -212,7 +212,7 @@ TCP = "panda_hand_tcp"
 def _table_case(k, envelope, seconds=3.0):
     """Issue 41's case: Cartesian impedance k_pos k on the hand's TCP, k_rot 50, the default rate limit, a
     table 0.15 m below the TCP (the envelope: that frame, radius 0.025 m), a target 0.31 m straight down."""
-    from robot_dynamics.control.base import CartesianReference
+    from robot_dynamics.control.laws.base import CartesianReference
     from robot_dynamics.dynamics import make_backend
     model = model_of("panda")
     pb = make_backend(model, "pinocchio")

@@ -10,12 +10,12 @@ trajectory interpolation, wrench processing and the safety filter.
 The whole loop (law + safety filter + supervisor), driven by the controller node and by in-process
 hardware bridges alike: `from robot_dynamics.control import ControlLoop` (see control/loop.py).
 """
-from .base import CartesianReference, ControlLaw, JointReference, LawInfo, State
-from .cartesian_impedance import CartesianImpedance
-from .computed_torque import ComputedTorque
-from .gravity import GravityCompensation
-from .joint_impedance import JointImpedance
-from .safety import SafetyFilter, SafetyParams
+from .laws.base import CartesianReference, ControlLaw, JointReference, LawInfo, State
+from .laws.cartesian_impedance import CartesianImpedance
+from .laws.computed_torque import ComputedTorque
+from .laws.gravity import GravityCompensation
+from .laws.joint_impedance import JointImpedance
+from .stages.safety import SafetyFilter, SafetyParams
 from .trajectory import JointTrajectory
 from .wrench import WrenchProcessor
 

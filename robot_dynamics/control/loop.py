@@ -38,7 +38,7 @@ model order; the caller maps names and converts messages.
     loop.counts                             # rejected.*, errors.*, watchdog_trips: exact
     level, message, kv = loop.diagnostics() # level 0 ok, 1 warn, 2 error; kv [(key, text), ...]
     loop.info                               # the law's reference / error (for ~/state)
-    ok, msg = loop.start_payload_id(now)    # payload identification run by the loop (payload_run.py,
+    ok, msg = loop.start_payload_id(now)    # payload identification run by the loop (control/runs/payload.py,
     ok, msg = loop.cancel_payload_id()      # payload_id.* parameters); the estimate in
     ok, msg = loop.payload_status()         # loop.payload_estimate, attached by
     ok, msg = loop.attach_payload_estimate();  ok, msg = loop.detach_payload_estimate()
@@ -84,11 +84,11 @@ from collections import defaultdict
 import numpy as np
 
 from ..dynamics import make_backend
-from .base import CartesianReference, JointReference, State, as_vec, check_vector
+from .laws.base import CartesianReference, JointReference, State, as_vec, check_vector
 from .cartesian_trajectory import CartesianTrajectory
-from .envelope import EnergyTank, SafetyEnvelope
+from .stages.envelope import EnergyTank, SafetyEnvelope
 from .params import ENVELOPE_KEYS, SAFETY_KEYS, SIX_KEYS, TANK_KEYS, Unset, check_value, loop_param_specs
-from .safety import SafetyFilter, SafetyParams, _any
+from .stages.safety import SafetyFilter, SafetyParams, _any
 from .trajectory import JointTrajectory
 from .trajectory_goal import INVALID_GOAL, SUCCESSFUL
 from .wrench import WrenchProcessor
@@ -266,7 +266,7 @@ class ControlLoop:
         self.driver_adds_gravity = (not self.law.params.get("compensate_gravity", True)) if dag == "auto" \
             else dag == "true"
         self.payload_run = None                    # the current / last PayloadRun
-        self.dynamics_run = None                   # the current / last DynamicsRun (dynamics_run.py)
+        self.dynamics_run = None                   # the current / last DynamicsRun (control/runs/dynamics.py)
         self.payload_estimate = None               # the last successful PayloadEstimate
         self.effort = np.zeros(n)                  # the measured joint torques of the last state
         self.have_effort = False
@@ -949,7 +949,7 @@ class ControlLoop:
         """Start a payload identification run with the payload_id.* parameters (overrides: {key without
         the prefix: value}).  Returns at once (ok, message: what it will do, or why it cannot start);
         the run then advances with every step()."""
-        from .payload_run import PayloadRun
+        from .runs.payload import PayloadRun
         try:
             run = PayloadRun(self, self._payload_params(overrides))
         except ValueError as e:
@@ -969,7 +969,7 @@ class ControlLoop:
     def start_dynamics_id(self, now, overrides=None):
         """Start an identification of the arm's own dynamics with the dynamics_id.* parameters
         (overrides: {key without the prefix: value}).  Returns at once (ok, message)."""
-        from .dynamics_run import DynamicsRun
+        from .runs.dynamics import DynamicsRun
         p = {k[len("dynamics_id."):]: v for k, v in self._p.items() if k.startswith("dynamics_id.")}
         p.update(overrides or {})
         try:

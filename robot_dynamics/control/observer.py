@@ -42,7 +42,7 @@ import math
 
 import numpy as np
 
-from .base import check_scalar, check_vector
+from .laws.base import check_scalar, check_vector
 
 
 class MomentumObserver:

@@ -105,7 +105,7 @@ LOOP_PARAMS = [
     Spec("cartesian_impedance.wrench_source", "sensor", "the wrench the force control closes on: sensor (F/T "
          "on wrench_topic) or observer (the momentum observer's estimate; needs observer.enabled and "
          "observer.frame = the law's frame)", "choices", ("sensor", "observer")),
-    # payload identification (control/payload_run.py): read at each start of a run
+    # payload identification (control/runs/payload.py): read at each start of a run
     Spec("payload_id.source", "torques", "what the payload is identified from: torques (the joint states' "
          "measured effort when they carry one, else the command sent, + g(q) when the driver adds gravity), "
          "ft (the F/T sensor on wrench_topic; needs sensor_frame) or both", "choices", ("torques", "ft", "both"),
@@ -137,7 +137,7 @@ LOOP_PARAMS = [
     Spec("payload_id.attach", False, "attach the estimate to the model when the run succeeds (else "
          "~/attach_payload)", live=True),
     Spec("payload_id.name", "payload", "name of the payload in the model (attach / detach)", live=True),
-    # identification of the arm's own dynamics (control/dynamics_run.py): read at each start of a run
+    # identification of the arm's own dynamics (control/runs/dynamics.py): read at each start of a run
     Spec("dynamics_id.period", 5.0, "period of the Fourier excitation [s]", "positive", live=True),
     Spec("dynamics_id.periods", 2, "periods of it the estimate uses (an integer >= 1); one period of a "
          "second excitation follows for the validation", "positive", live=True),
@@ -185,7 +185,7 @@ LOOP_PARAMS = [
          live=True),
     Spec("ik.min_singular_value", 0.02, "a goal whose IK solution has the frame Jacobian's smallest singular "
          "value below this is refused (a singular configuration)", "nonneg", live=True),
-    # the Cartesian safety envelope (control/envelope.py): every law, live; checked as a whole
+    # the Cartesian safety envelope (control/stages/envelope.py): every law, live; checked as a whole
     Spec("safety.frames", UNSET_STRING_ARRAY, "frames kept inside the workspace planes / boxes and under the "
          "speed limits (the TCP, the flange, the elbow, ...); not set: no envelope", live=True),
     Spec("safety.frame_radii", UNSET_DOUBLE_ARRAY, "radius [m] of the sphere kept inside around each frame's "
@@ -322,7 +322,7 @@ SIX_KEYS = ("force_kp", "force_ki")        # 1 or 6 values (task axes), never re
 def law_param_specs():
     """`<law>.<key>` parameters for every law, typed from LAW_KEYS, defaults from the law classes."""
     from . import LAW_CLASSES
-    from .base import COMMON_DEFAULTS
+    from .laws.base import COMMON_DEFAULTS
     specs = []
     for law in LAWS:
         defaults = dict(COMMON_DEFAULTS)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .base import wrap_angle
+from .laws.base import wrap_angle
 from .trajectory import JointTrajectory
 
 SUCCESSFUL = 0

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from .base import check_scalar
+from .laws.base import check_scalar
 
 
 def _cross(a, b):

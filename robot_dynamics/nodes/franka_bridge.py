@@ -25,11 +25,11 @@ hardware interface would present it (the role of franka_ros2's hardware interfac
                                        The next commands are blended in over ramp_time (no torque jump).
                                        Never automatic.
               ~/hold, ~/resume         std_srvs/Trigger (in_process): hold the current position; leave a
-                                       safety-envelope stop (safety.* parameters, control/envelope.py)
+                                       safety-envelope stop (safety.* parameters, control/stages/envelope.py)
               ~/identify_dynamics, ~/identify_dynamics_status, ~/cancel_dynamics_identification
                                        std_srvs/Trigger (in_process): the arm's friction and rotor
                                        inertia identified in the control callback from tau_J
-                                       (dynamics_id.* parameters, control/dynamics_run.py)
+                                       (dynamics_id.* parameters, control/runs/dynamics.py)
 
 Modes (`mode`): `topic`: the controller node runs elsewhere over DDS; `in_process`: the bridge runs
 the ROS-free control loop (law + safety filter + supervisor, robot_dynamics.control.loop) itself in

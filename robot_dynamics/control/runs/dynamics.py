@@ -1,6 +1,6 @@
 """Identification of the arm's own dynamics run by the control loop (issue 21).  No ROS.
 
-Like the payload identification (payload_run.py), a state machine `ControlLoop` steps every control
+Like the payload identification (control/runs/payload.py), a state machine `ControlLoop` steps every control
 cycle, so every front end has it (the controller node over DDS, the Franka bridge in-process):
 
     excite     the Fourier excitation (dynamics.identification.fourier_excitation, through the held
@@ -35,9 +35,9 @@ import threading
 
 import numpy as np
 
-from ..dynamics import identification as idn
-from .base import JointReference
-from .payload_run import brake_done, check_can_start, effort_limited_joint, move_back, needs_brake, velocity_caps
+from ...dynamics import identification as idn
+from ..laws.base import JointReference
+from .payload import brake_done, check_can_start, effort_limited_joint, move_back, needs_brake, velocity_caps
 
 
 class DynamicsRun:

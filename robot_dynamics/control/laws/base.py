@@ -33,7 +33,7 @@ import numpy as np
 import pinocchio as pin
 from scipy.linalg.lapack import dsyev
 
-from ..dynamics.backends import PinocchioBackend
+from ...dynamics.backends import PinocchioBackend
 from .friction import FrictionCompensation
 
 _TWO_PI = 2.0 * math.pi
@@ -281,8 +281,8 @@ COMMON_DEFAULTS = {
     "friction_coulomb": 0.0,        # N m per joint
     "friction_smoothing": 0.01,     # rad/s: tau_c = f_c tanh(v / smoothing) where no velocity scale is set
     "friction_velocity_scale": 0.0,  # rad/s per joint: the identified vs of f_c tanh(v / vs); 0: smoothing
-    "friction_band_margin": 1.5,    # >= 1: the compensation's band is this x the model's (control/friction.py)
-    "friction_stiction": 0.0,       # [0, 0.5]: at rest, this x f_c along the law's pull (control/friction.py)
+    "friction_band_margin": 1.5,    # >= 1: the compensation's band is this x the model's (control/laws/friction.py)
+    "friction_stiction": 0.0,       # [0, 0.5]: at rest, this x f_c along the law's pull (control/laws/friction.py)
     "friction_stiction_torque": 0.05,  # N m: the pull at which that reaches 76 % (tanh scale)
     "friction_offset": 0.0,         # N m per joint, any sign (dynamics.identification's `off`)
     "friction_scale": 1.0,          # [0, 1]: the fraction of the model compensated
@@ -399,7 +399,7 @@ class ControlLaw:
         return q, v
 
     def _add_friction(self, tau, v):
-        """tau += the friction compensation (control/friction.py: at most the identified model at
+        """tau += the friction compensation (control/laws/friction.py: at most the identified model at
         every speed) when friction_compensation is on."""
         fr = self.friction
         if fr.active and fr.stiction > 0.0:        # the law's own torque, gravity left out: its pull
@@ -490,7 +490,7 @@ class JointLaw(ControlLaw):
 
     def set_reference(self, ref):
         # imported here to keep base importable on its own
-        from .trajectory import JointTrajectory
+        from ..trajectory import JointTrajectory
         n = self.nv
         if isinstance(ref, JointTrajectory):
             if ref.nv != n:

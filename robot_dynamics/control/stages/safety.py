@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from .base import check_scalar, check_vector
+from ..laws.base import check_scalar, check_vector
 
 _any = np.logical_or.reduce        # ndarray.any() without its Python wrapper
 

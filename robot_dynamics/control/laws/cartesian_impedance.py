@@ -76,10 +76,10 @@ import numpy as np
 import pinocchio as pin
 from scipy.linalg.lapack import dpotrf, dpotrs, dtrtri
 
-from .cartesian_trajectory import CartesianTrajectory
+from ..cartesian_trajectory import CartesianTrajectory
 from .base import (GAIN_MAX, CartesianReference, ControlLaw, check_bool, check_gain, check_gains, check_scalar,
                    check_vector, critical_damping, mean_damping, shortest_error)
-from ..dynamics.reference import spatial
+from ...dynamics.reference import spatial
 
 _AX = ("x", "y", "z")
 _LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED

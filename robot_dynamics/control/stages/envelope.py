@@ -78,7 +78,7 @@ import pinocchio as pin
 import quadprog
 from scipy.linalg.lapack import dgetrf, dgetrs, dpotrf, dpotrs
 
-from .base import check_scalar
+from ..laws.base import check_scalar
 from .safety import merged_params
 
 STATES = ("off", "ok", "acting", "stopping", "stopped")

@@ -30,9 +30,9 @@ for the run and re-attached when the run fails.
 """
 import numpy as np
 
-from .base import JointReference
-from .payload_id import ExcitationTrajectory, PayloadIdentifier, inertial_params, static_poses
-from .trajectory import JointTrajectory
+from ..laws.base import JointReference
+from ..payload_id import ExcitationTrajectory, PayloadIdentifier, inertial_params, static_poses
+from ..trajectory import JointTrajectory
 
 JOINT_LAWS = ("computed_torque", "joint_impedance")
 SOURCES = ("torques", "ft", "both")
