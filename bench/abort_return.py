@@ -70,10 +70,10 @@ def _case(model, at, stall, delay):
     for k in range(30000):
         t = k * 1e-3
         if k == 1500:
-            ok, msg = loop.start_dynamics_id(t)
+            ok, msg = loop.runs.start_dynamics_id(t)
             if not ok:
                 raise RuntimeError(msg)
-            run = loop.dynamics_run
+            run = loop.runs.dynamics
         if run is not None and run.phase == "finished" and t - run.t0 > 8.0:
             break
         if not (run is not None and run.phase == "excite" and at <= t - run.t0 < at + stall):

@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from robot_dynamics.control import ControlLoop  # noqa: E402
-from robot_dynamics.control.stages.envelope import SafetyEnvelope  # noqa: E402
+from robot_dynamics.control.envelope import SafetyEnvelope  # noqa: E402
 from robot_dynamics.dynamics import Model, make_backend  # noqa: E402
 
 N = 5000

@@ -72,7 +72,7 @@ def main():
                     loop.step(now)
                     res[with_goal].append(time.perf_counter() - t0)
                 if with_goal:
-                    assert loop.goal is mon and not mon.done, "the goal ended during the measurement"
+                    assert loop.references.goal is mon and not mon.done, "the goal ended during the measurement"
         (m0, p0), (m1, p1) = pct(res[False]), pct(res[True])
         print(f"| {law} | {m0:.1f} / {p0:.1f} | {m1:.1f} / {p1:.1f} | {m1 - m0:+.1f} |")
     print("\nprepare_goal on the executor (validation, partial fill, JointTrajectory) (us per goal: median / p99)\n")

@@ -19,7 +19,7 @@ for obs in (False, True):
         loop.update_state(q, np.zeros(7), now)
         t0 = time.perf_counter(); loop.step(now); ts.append(time.perf_counter() - t0)
         if obs and k % 10 == 0:
-            t0 = time.perf_counter(); loop.observer_wrench(); tw.append(time.perf_counter() - t0)
+            t0 = time.perf_counter(); loop.estimation.observer_wrench(); tw.append(time.perf_counter() - t0)
     ts = np.array(ts[500:]) * 1e6
     print(f"| observer {'on ' if obs else 'off'} | {np.median(ts):.0f} | {np.percentile(ts, 99):.0f} | "
           f"{(np.median(tw) * 1e6 if tw else 0):.0f} |")

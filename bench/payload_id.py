@@ -45,16 +45,16 @@ def run_one(mass, com, params, ft):
         now = sim.t
         loop.update_state(sim.q, sim.v, now, effort=sim.measured_effort)
         if ft:
-            loop.set_wrench(sim.ft_wrench(), TCP, now)
+            loop.estimation.set_wrench(sim.ft_wrench(), TCP, now)
         tau, _ = loop.step(now)
         sim.step(tau)
     for _ in range(800):
         step()
     sag0 = float(np.max(np.abs(sim.q - Q_HOME)))
-    ok, msg = loop.start_payload_id(sim.t)
+    ok, msg = loop.runs.start_payload_id(sim.t)
     if not ok:
         raise SystemExit(msg)
-    run = loop.payload_run
+    run = loop.runs.payload
     t0, c0 = sim.t, time.process_time()
     while run.busy and sim.t - t0 < 120:
         step()
@@ -62,7 +62,7 @@ def run_one(mass, com, params, ft):
     if not run.ok:
         return dict(mass=mass, failed=run.message)
     e = run.estimate
-    ok, msg = loop.attach_payload_estimate()
+    ok, msg = loop.runs.attach_payload_estimate()
     for _ in range(1500):
         step()
     sag1 = float(np.max(np.abs(sim.q - Q_HOME)))

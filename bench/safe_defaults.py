@@ -64,7 +64,7 @@ def run(config, robot, target, reach_check=True):
     model = Model.from_robot(flat["robot"])
     loop = ControlLoop.from_params(model, flat, log=lambda level, text: None)
     if not reach_check:
-        loop._beyond_reach = lambda points: ""
+        loop.references.beyond_reach = lambda points: ""
     sim = MujocoSim(model, dt=DT)
     sim.reset(q0)
     frame = flat["cartesian_impedance.frame"]

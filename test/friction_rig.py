@@ -135,9 +135,9 @@ def identify(model, solref=SOFT, adds_gravity=False, params=None, plant=None):
                                            **(params or {})})
     loop.activate(0.0)
     t = drive(loop, p, 0.0, 1.0)
-    ok, msg = loop.start_dynamics_id(t)
+    ok, msg = loop.runs.start_dynamics_id(t)
     assert ok, msg
-    run = loop.dynamics_run
+    run = loop.runs.dynamics
     t = drive(loop, p, t, 40.0, until=lambda: run.phase == "solving" or run.done)
     while not run.done:
         t = drive(loop, p, t, 0.05)

@@ -466,7 +466,7 @@ def test_control_loop_follows_a_cartesian_trajectory_in_mujoco(model, pinb, refb
             ok, why = loop.set_reference(circle_trajectory(R0, p0))
             assert ok, why
         if k == k_start + 1000:
-            ok, why = loop.set_target_wrench([0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
+            ok, why = loop.references.set_target_wrench([0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
             assert ok, why
         loop.update_state(sim.q, sim.v, now)
         tau, safe = loop.step(now)

@@ -103,7 +103,7 @@ def test_safe_command_ramps_at_the_rate_and_resume_ramps_from_it(model, pinb):
     assert np.any(cmds[32]), "the first safe command is a step of the ramp, not zero at once"
     assert np.isclose(d[32:].max(), step)                    # it moves at the full rate
     np.testing.assert_array_equal(cmds[-1], np.zeros(7))     # and reaches zero exactly
-    assert loop.safe_reached
+    assert loop.output.safe_reached
     # fresh states again: no jump, the start ramp from the safe command (zero), at most the rate
     t = t + (32 + n_down + 5) * TICK
     cmds, safes = run(loop, t + TICK, n_up + 200, Q0)
@@ -250,12 +250,12 @@ def test_logging_is_throttled_while_the_counts_stay_exact(model):
     loop, lines = make(model, watchdog_timeout=1.0, log_throttle_period=period, **FAST)
     loop.activate(0.0)
     times = []
-    log = loop._log
+    log = loop.report.sink
 
     def timed(level, text):
         times.append(now[0])
         log(level, text)
-    loop._log = timed
+    loop.report.sink = timed
     now = [0.0]
     n = 3000
     for k in range(n):
@@ -333,13 +333,13 @@ def test_references_around_a_watchdog_trip_are_rejected_or_abandoned_with_a_reas
     assert loop.law.trajectory is not None and loop.law.q_d[0] > Q0[0]      # moving along it
     t = 30 * TICK
     run(loop, t, 40)                                          # no state: tripped
-    assert loop.watchdog == "tripped"
+    assert loop.supervisor.watchdog == "tripped"
     # a trajectory while tripped: accepted for now (the loop may resume), then rejected at the resume
     assert loop.set_reference(_traj(), "joint_trajectory")[0]
     n_rej = loop.counts["rejected.joint_trajectory"]
     q_now = Q0 + 0.01
     run(loop, t + 40 * TICK, 10, q=q_now)                     # fresh states: resume
-    assert loop.watchdog == "ok"
+    assert loop.supervisor.watchdog == "ok"
     assert loop.counts["rejected.joint_trajectory"] == n_rej + 1
     assert any("arrived while the watchdog was tripped" in text for _, text in lines)
     assert loop.counts["abandoned.trajectory"] == 1

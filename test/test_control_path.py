@@ -334,7 +334,7 @@ def test_parameter_change_mid_stream_applies_whole(rig):
                                             "joint_impedance.d_gains": [1.0] * 7})
     s = Stream(rig).start()
     try:
-        wait_for(lambda: node.c.loop.watchdog == "ok" and rig.monitor.n() > 50, what="control on the stream")
+        wait_for(lambda: node.c.loop.supervisor.watchdog == "ok" and rig.monitor.n() > 50, what="control on the stream")
         q_ref = Q0                                         # the state held at activation: the stream's
         s.q = Q0 + np.array([0.02, -0.03, 0.01, 0.04, -0.02, 0.03, -0.01])
         want_old = _joint_impedance_oracle(k_old, q_ref, s.q)
@@ -373,10 +373,10 @@ def test_watchdog_and_lifecycle_mid_stream(rig):
                           torque_rate_limit=200.0, ramp_time=0.2, **{"joint_impedance.k_gains": [200.0]})
     s = Stream(rig).start()
     try:
-        wait_for(lambda: node.c.loop.watchdog == "ok" and rig.monitor.n() > 100, what="control on the stream")
+        wait_for(lambda: node.c.loop.supervisor.watchdog == "ok" and rig.monitor.n() > 100, what="control on the stream")
         # the stream stops: the watchdog trips, the safe command ramps and is held
         s.stop()
-        wait_for(lambda: node.c.loop.watchdog == "tripped", what="the watchdog tripped")
+        wait_for(lambda: node.c.loop.supervisor.watchdog == "tripped", what="the watchdog tripped")
         wait_for(lambda: node.c.safe_reached, what="the safe ramp reaching g(q)")
         assert node.counts["watchdog_trips"] >= 1
         # it resumes: filtered commands again, no jump (the monitor checks every command)

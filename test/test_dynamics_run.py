@@ -87,10 +87,10 @@ def test_the_loop_identifies_friction_and_rotor_inertia_and_writes_them(tmp_path
                                    "dynamics_id.hold_pairing": "start" if euler else "mid"},
                                   integrator="implicitfast" if euler else "RK4")
     t = run_for(loop, sim, 0.0, 1.0, effort=effort)      # start ramp, then holding Q0
-    ok, msg = loop.start_dynamics_id(t)
+    ok, msg = loop.runs.start_dynamics_id(t)
     assert ok, msg
     assert ("measured effort" in msg) == effort, msg
-    run = loop.dynamics_run
+    run = loop.runs.dynamics
     t = run_for(loop, sim, t, 30.0, until=lambda: run.phase == "solving" or run.done, effort=effort, skip=skip,
                 stall=stall)
     while not run.done:                                  # the solve's own thread; the loop holds meanwhile
@@ -112,37 +112,37 @@ def test_the_loop_identifies_friction_and_rotor_inertia_and_writes_them(tmp_path
     assert model.tree.armature_v is None                 # nothing applied by the run itself
     run_for(loop, sim, t, 1.0)
     assert np.max(np.abs(sim.q - Q0)) < 0.01             # held where it started
-    ok, status = loop.dynamics_status()
+    ok, status = loop.runs.dynamics_status()
     assert ok and "validation torque RMS" in status
 
 
 def test_aborts_with_a_reason_and_restores_the_reference():
     model, sim, loop, _ = rig()
     t = run_for(loop, sim, 0.0, 1.0)
-    assert loop.start_dynamics_id(t)[0]
-    run = loop.dynamics_run
+    assert loop.runs.start_dynamics_id(t)[0]
+    run = loop.runs.dynamics
     t = run_for(loop, sim, t, 1.0)
-    ok, msg = loop.cancel_dynamics_id()
+    ok, msg = loop.runs.cancel_dynamics_id()
     assert ok and run.done and not run.ok and "cancelled" in run.message and "nothing applied" in run.message
     t = run_for(loop, sim, t, 3.0)                       # moved back to the held position
     assert np.max(np.abs(sim.q - Q0)) < 0.01 and run.phase == "finished"
     # a user reference takes over: aborted, not restored (the new reference is followed)
-    assert loop.start_dynamics_id(t)[0]
-    run = loop.dynamics_run
+    assert loop.runs.start_dynamics_id(t)[0]
+    run = loop.runs.dynamics
     t = run_for(loop, sim, t, 0.5)
     loop.set_reference(JointReference(Q0 + 0.05), now=t)
     t = run_for(loop, sim, t, 0.01)
     assert run.done and not run.ok and "reference" in run.message
     # a watchdog trip (the states stop)
     t = run_for(loop, sim, t, 2.0)
-    assert loop.start_dynamics_id(t)[0]
-    run = loop.dynamics_run
+    assert loop.runs.start_dynamics_id(t)[0]
+    run = loop.runs.dynamics
     t = run_for(loop, sim, t, 0.3)
     loop.step(t + 0.2)                                   # no state for 0.2 s > watchdog_timeout
     assert run.done and not run.ok and "watchdog" in run.message
     # a law that cannot follow an excitation
     _, _, g_loop, _ = rig({"controller": "gravity_compensation"})
-    ok, msg = g_loop.start_dynamics_id(0.0)
+    ok, msg = g_loop.runs.start_dynamics_id(0.0)
     assert not ok and "joint law" in msg
 
 
@@ -160,14 +160,14 @@ def test_a_start_with_the_arm_far_from_its_reference_is_refused():
     assert k[1] * 0.5 > model.effort_limits[1], "the premise: the law's pull back exceeds the limit"
     sim.reset(q_far)
     t = run_for(loop, sim, t, 0.002)
-    ok, msg = loop.start_dynamics_id(t)
+    ok, msg = loop.runs.start_dynamics_id(t)
     assert not ok and "effort limit of panda_joint2" in msg and "holds its reference" in msg, msg
-    assert loop.dynamics_run is None or not loop.dynamics_run.busy
+    assert loop.runs.dynamics is None or not loop.runs.dynamics.busy
     t = run_for(loop, sim, t, 3.0)                        # pulled back to the reference
     assert np.max(np.abs(sim.q - Q0)) < 0.01
-    ok, msg = loop.start_dynamics_id(t)
+    ok, msg = loop.runs.start_dynamics_id(t)
     assert ok, msg
-    run = loop.dynamics_run
+    run = loop.runs.dynamics
     t = run_for(loop, sim, t, 2.5, until=lambda: run.done)
     assert run.phase == "excite" and not run.done, run.message
 
@@ -201,9 +201,9 @@ def test_an_abort_at_the_effort_limit_comes_back_without_swinging(at, stall, del
     while True:
         t = k * DT
         if k == 1500:
-            ok, msg = loop.start_dynamics_id(t)
+            ok, msg = loop.runs.start_dynamics_id(t)
             assert ok, msg
-            run = loop.dynamics_run
+            run = loop.runs.dynamics
         # the excitation starts once its thread has chosen it (the arm held meanwhile, however long that
         # takes the thread on a busy host): its time t0 on the loop's clock; 20 s from there at most
         t0 = getattr(run, "t0", None)

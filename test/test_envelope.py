@@ -547,7 +547,7 @@ def test_lcp_matches_quadprog_and_the_complementarity_conditions():
     mu >= 0, w >= 0 and mu^T w = 0 to 1e-9 of the problem's scale, and mu equal to quadprog's solution of
     min 1/2 mu^T G mu + b^T mu, mu >= 0 (the unique one) to 1e-9 relative."""
     import quadprog
-    from robot_dynamics.control.stages.envelope import SafetyEnvelope
+    from robot_dynamics.control.envelope import SafetyEnvelope
     rng = np.random.default_rng(7)
     solved = {}
     for k in (1, 2, 3, 4, 5):
@@ -582,7 +582,7 @@ class _StraightforwardEnvelope:
     def make(model, params):
         import pinocchio as pin
         import quadprog
-        from robot_dynamics.control.stages.envelope import SafetyEnvelope
+        from robot_dynamics.control.envelope import SafetyEnvelope
 
         class Reference(SafetyEnvelope):
             sizes = []       # the LCPs' sizes (those with something to do)
@@ -656,7 +656,7 @@ def test_the_optimized_envelope_matches_a_straightforward_evaluation():
     its limit, any rounding difference can flip it; it is the same code on both sides) and steps whose
     G = A M^-1 A^T has a condition number above 1e5 (nearly parallel rows: quadprog's own rounding is
     then far above 1e-9; they are counted)."""
-    from robot_dynamics.control.stages.envelope import SafetyEnvelope
+    from robot_dynamics.control.envelope import SafetyEnvelope
     rng = np.random.default_rng(11)
     worst, compared, skipped, forced = 0.0, 0, 0, 0
     sizes = set()
@@ -708,7 +708,7 @@ def test_a_command_at_the_target_is_left_alone():
     (computed from tau_m, tau = tau_m + g): an 'enforced' step and a correction of rounding size, along
     nearly parallel rows (G ill-conditioned) up to 1e-4 N m.  Random states, commands, planes and speed
     limits on 1-3 frames, effort limits on: enforce(apply(...)) returns the target itself."""
-    from robot_dynamics.control.stages.envelope import SafetyEnvelope
+    from robot_dynamics.control.envelope import SafetyEnvelope
     rng = np.random.default_rng(5)
     limit = np.asarray(MODEL.effort_limits, float)
     acted = 0
@@ -736,7 +736,7 @@ def test_a_rounding_size_share_on_a_saturated_joint_keeps_the_correction():
     further out (seen: a 4 N m correction dropped for a 1e-32 N m share, quadprog's rounding).  The
     correction is scaled as the other joints need (that share left to the clamp); a real share on that
     joint still stops it."""
-    from robot_dynamics.control.stages.envelope import SafetyEnvelope
+    from robot_dynamics.control.envelope import SafetyEnvelope
     env = SafetyEnvelope(MODEL, {"frames": [TCP], "planes": [0.0, 0.0, 1.0, -1.0]})
     limit = np.asarray(MODEL.effort_limits, float)
     cmd = np.zeros(7)

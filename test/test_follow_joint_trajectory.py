@@ -274,7 +274,7 @@ def test_cancel_holds_current_position(plant):
     q1 = Q0 + np.array([0.4, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
     m = plant.send([2.0], [list(q1)])
     plant.run(1.0)
-    assert plant.loop.cancel_goal(m)
+    assert plant.loop.references.cancel_goal(m)
     assert m.outcome.status == "canceled"
     q_c = plant.sim.q.copy()
     plant.run(2.0)

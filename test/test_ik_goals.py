@@ -59,7 +59,7 @@ def test_a_pose_goal_is_reached_through_the_ik(law, frame):
     loop, sim = started(law, **{"ik.frame": frame})
     q_goal = Q0 + np.array([0.3, 0.2, -0.3, 0.4, 0.2, -0.3, 0.3])
     R, p = REF.frame_placement(q_goal, frame)
-    jt = loop.cartesian_goal(CartesianReference(R, p))
+    jt = loop.references.cartesian_goal(CartesianReference(R, p))
     ok, why = loop.set_reference(jt)
     assert ok, why
     run(loop, sim, 5000)
@@ -81,18 +81,18 @@ def test_unreachable_and_singular_goals_are_refused_and_nothing_changes():
     held = np.array(loop.law.q_d)
     R, p = REF.frame_placement(Q0, TCP)
     with pytest.raises(ValueError, match="out of reach"):
-        loop.cartesian_goal(CartesianReference(R, p + [2.0, 0.0, 0.0]))
-    assert np.array_equal(loop.law.q_d, held) and loop.pending_ref is None
+        loop.references.cartesian_goal(CartesianReference(R, p + [2.0, 0.0, 0.0]))
+    assert np.array_equal(loop.law.q_d, held) and loop.references.pending is None
     ur5 = Model.from_robot("ur5")
     ur_loop = ControlLoop.from_params(ur5, {"controller": "joint_impedance"}, log=lambda level, text: None)
     Rs, ps = make_backend(ur5, "reference").frame_placement(np.array([0.0, -1.0, 0.0, -1.0, -1.57, 0.0]), "tool0")
     with pytest.raises(ValueError, match="singular configuration"):
-        ur_loop.cartesian_goal(CartesianReference(Rs, ps))
+        ur_loop.references.cartesian_goal(CartesianReference(Rs, ps))
     # the seed already at the goal (no iteration: the smallest singular value is the solution's own)
     with pytest.raises(ValueError, match="singular configuration"):
         IKReference(ur5, "tool0").pose(np.array([0.0, -1.0, 0.0, -1.0, -1.57, 0.0]), Rs, ps)
     with pytest.raises(ValueError, match="joint laws"):
-        make_loop("gravity_compensation").cartesian_goal(CartesianReference(R, p))
+        make_loop("gravity_compensation").references.cartesian_goal(CartesianReference(R, p))
 
 
 def line(p0, p1, R, duration, n=21):
@@ -109,7 +109,7 @@ def test_a_cartesian_trajectory_is_followed_through_the_ik():
     loop, sim = started("computed_torque")
     R, p0 = REF.frame_placement(Q0, TCP)
     ct = line(p0, p0 + [0.0, 0.15, 0.0], R, 2.0)
-    jt = loop.cartesian_goal(ct)
+    jt = loop.references.cartesian_goal(ct)
     t_set = sim.t
     assert loop.set_reference(jt)[0]
     got = {}
@@ -138,7 +138,7 @@ def test_a_stamped_cartesian_trajectory_starts_at_its_stamp(law):
     ct = line(p0, p0 + [0.0, 0.15, 0.0], R, 2.0)
     t_set = sim.t
     ct.stamp = t_set + DELAY
-    assert loop.set_reference(loop.cartesian_goal(ct))[0]
+    assert loop.set_reference(loop.references.cartesian_goal(ct))[0]
     held, got = [], {}
 
     def record(t, sim):
@@ -167,9 +167,9 @@ def test_a_trajectory_through_a_singularity_or_too_fast_is_refused_with_the_poin
     loop, _ = started("joint_impedance")
     R, p0 = REF.frame_placement(Q0, TCP)
     with pytest.raises(ValueError, match=r"point \d+ .*(out of reach|rad/s from the point before)"):
-        loop.cartesian_goal(line(p0, p0 + [1.5, 0.0, 0.0], R, 3.0))
+        loop.references.cartesian_goal(line(p0, p0 + [1.5, 0.0, 0.0], R, 3.0))
     with pytest.raises(ValueError, match="rad/s from the point before"):
-        loop.cartesian_goal(line(p0, p0 + [0.0, 0.15, 0.0], R, 0.05))
+        loop.references.cartesian_goal(line(p0, p0 + [0.0, 0.15, 0.0], R, 0.05))
 
 
 def test_the_joint_spline_through_the_ik_points_is_bounded():
@@ -184,8 +184,8 @@ def test_the_joint_spline_through_the_ik_points_is_bounded():
     ts = np.linspace(0.0, 0.6, 21)
     const = CartesianTrajectory(ts, p0 + np.outer(ts / 0.6, [0.0, 0.15, 0.0]), np.repeat(R[None], 21, axis=0))
     with pytest.raises(ValueError, match=r"joint 'panda_joint\d' at [\d.]+ rad/s\^2 at t = .*bound 5 rad/s\^2"):
-        loop.cartesian_goal(const)
-    jt = loop.cartesian_goal(line(p0, p0 + [0.0, 0.15, 0.0], R, 2.0))
+        loop.references.cartesian_goal(const)
+    jt = loop.references.cartesian_goal(line(p0, p0 + [0.0, 0.15, 0.0], R, 2.0))
     h = 1e-3
     q = np.array([jt.sample(t)[0] for t in np.arange(0.0, 2.0 + h / 2, h)])
     acc = np.abs(np.diff(q, 2, axis=0)) / h ** 2
@@ -198,7 +198,7 @@ def test_joint_references_still_work_beside_the_ik():
     """A JointReference after an IK goal is followed as before (the conversion changes nothing else)."""
     loop, sim = started("joint_impedance")
     R, p = REF.frame_placement(Q0 + 0.1, TCP)
-    loop.set_reference(loop.cartesian_goal(CartesianReference(R, p)))
+    loop.set_reference(loop.references.cartesian_goal(CartesianReference(R, p)))
     run(loop, sim, 500)
     assert loop.set_reference(JointReference(Q0))[0]
     run(loop, sim, 3000)

@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 
 from robot_dynamics.control import CartesianReference, ControlLoop, JointReference
-from robot_dynamics.control.loop import ACT_HOLD
+from robot_dynamics.control.stages.report import ACT_HOLD
 
 Q0 = np.array([0.1, -0.5, 0.2, -2.0, 0.1, 1.5, 0.3])
 PANDA_LIMITS = np.array([87.0, 87.0, 87.0, 87.0, 12.0, 12.0, 12.0])     # N m, Franka datasheet

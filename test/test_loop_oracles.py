@@ -180,9 +180,9 @@ def test_tare_uses_the_current_reading():
         loop.activate(0.0)
         run_steps(loop, q0, 0.0, 2)
         for k, w in enumerate(readings):
-            loop.set_wrench(w, "panda_hand", 0.002 + k * PERIOD)
+            loop.estimation.set_wrench(w, "panda_hand", 0.002 + k * PERIOD)
             if k == tare_after:
-                assert loop.tare()[0]
+                assert loop.estimation.tare()[0]
         return run_steps(loop, q0, 0.01, 3)[-1]
     zero = loop_with([np.zeros(6)], None)
     untared = loop_with([A0, A], None)

@@ -77,7 +77,7 @@ def test_loop_observer_push_flag_and_release(panda):
     assert not any(flags), "collision flagged while holding"
     sim.apply_wrench(TCP, PUSH)
     _run(loop, sim, 800, 100.0, lambda k, s: flags.append(loop.observer.collision))
-    w = loop.observer_wrench()
+    w = loop.estimation.observer_wrench()
     ref = local(model, sim.q, PUSH)
     err = np.linalg.norm(w - ref) / np.linalg.norm(PUSH[:3])
     print(f"\nin-process push {PUSH[:3].tolist()} N: |w_est - w| / |f| = {100 * err:.3f} %")
@@ -86,7 +86,7 @@ def test_loop_observer_push_flag_and_release(panda):
     sim.clear_wrench()
     _run(loop, sim, 400, 100.0)
     assert not loop.observer.collision
-    assert np.linalg.norm(loop.observer_wrench()) < ABS_TOL
+    assert np.linalg.norm(loop.estimation.observer_wrench()) < ABS_TOL
 
 
 def test_loop_hold_reaction_and_gap_reset(panda):

@@ -56,7 +56,7 @@ class Rig:
             if feed:
                 loop.update_state(sim.q, sim.v, now, effort=sim.measured_effort if self.effort else None)
                 if self.ft:
-                    loop.set_wrench(sim.ft_wrench(), TCP, now)
+                    loop.estimation.set_wrench(sim.ft_wrench(), TCP, now)
             tau, _ = loop.step(now)
             sim.step(tau)
             if until is not None and until():
@@ -64,9 +64,9 @@ class Rig:
         return False
 
     def identify(self, timeout=60.0, **over):
-        ok, msg = self.loop.start_payload_id(self.now, over)
+        ok, msg = self.loop.runs.start_payload_id(self.now, over)
         assert ok, msg
-        run = self.loop.payload_run
+        run = self.loop.runs.payload
         self.run(timeout, until=lambda: not run.busy)
         assert not run.busy, f"the run did not end within {timeout} s: {run.status()}"
         return run
@@ -101,7 +101,7 @@ def test_identifies_the_payload_put_on_the_sim_and_attaching_removes_the_sag(pay
     assert c_err < COM_TOL
     rig.run(0.5)
     assert np.max(np.abs(rig.sim.q - q_ref)) < sag_before + 1e-3      # back where it was held
-    ok, msg = rig.loop.attach_payload_estimate()
+    ok, msg = rig.loop.runs.attach_payload_estimate()
     assert ok, msg
     rig.run(1.5)
     sag_after = float(np.max(np.abs(rig.sim.q - q_ref)))
@@ -131,10 +131,10 @@ def test_command_source_and_computed_torque():
                 return
     rig.run = run
     run(0.5)
-    ok, msg = loop.start_payload_id(sim.t)
+    ok, msg = loop.runs.start_payload_id(sim.t)
     assert ok, msg
     assert "command sent" in msg
-    r = loop.payload_run
+    r = loop.runs.payload
     run(60.0, until=lambda: not r.busy)
     assert r.ok, r.message
     m_err = abs(r.estimate.mass / 2.0 - 1)
@@ -178,7 +178,7 @@ def test_excitation_mode_identifies_mass_com_and_inertia():
     assert m_err < MASS_REL_TOL and c_err < COM_TOL and i_err < 0.01
     rig.run(0.5)
     assert np.max(np.abs(rig.sim.q - Q_HOME)) < sag + 1e-3
-    ok, msg = rig.loop.attach_payload_estimate()
+    ok, msg = rig.loop.runs.attach_payload_estimate()
     assert ok and "point mass" not in msg, msg
 
 
@@ -187,9 +187,9 @@ def _start_and_run_into_pose(rig, k=2):
     unattached payload's sag: the arm returns to that, not to the exact reference)."""
     rig.run(0.5)
     rig.sag = float(np.max(np.abs(rig.sim.q - Q_HOME)))
-    ok, msg = rig.loop.start_payload_id(rig.now)
+    ok, msg = rig.loop.runs.start_payload_id(rig.now)
     assert ok, msg
-    run = rig.loop.payload_run
+    run = rig.loop.runs.payload
     rig.run(30.0, until=lambda: run.k >= k and run.phase == "move")
     assert run.busy and run.k >= k
     rig.run(0.3)                                  # mid-move, away from the held reference
@@ -203,7 +203,7 @@ def test_cancel_restores_the_reference():
     reference this test had the loop hold, at no more than the run's speed bound."""
     rig = Rig(dict(mass=1.0, com=[0.02, 0.0, 0.05]))
     run = _start_and_run_into_pose(rig)
-    ok, msg = rig.loop.cancel_payload_id()
+    ok, msg = rig.loop.runs.cancel_payload_id()
     assert ok and "cancelled" in msg
     assert not run.ok and run.estimate is None
     vmax = 0.8 * np.asarray(rig.model.velocity_limits)
@@ -214,8 +214,8 @@ def test_cancel_restores_the_reference():
     assert not run.busy
     assert np.max(np.abs(rig.sim.q - Q_HOME)) < rig.sag + 1e-3
     assert peak < 1.1
-    assert not rig.loop.payload_status()[0]
-    assert rig.loop.cancel_payload_id()[0] is False
+    assert not rig.loop.runs.payload_status()[0]
+    assert rig.loop.runs.cancel_payload_id()[0] is False
 
 
 def test_cancelled_while_pushed_fast_it_brakes_then_comes_back():
@@ -234,7 +234,7 @@ def test_cancelled_while_pushed_fast_it_brakes_then_comes_back():
     vmax = 0.8 * np.asarray(rig.model.velocity_limits)     # FAST's vel_frac
     v_cancel = float(np.max(np.abs(rig.sim.v)))
     assert np.any(np.abs(rig.sim.v) > vmax), f"the push left the arm within the run's speeds: {rig.sim.v}"
-    ok, msg = rig.loop.cancel_payload_id()
+    ok, msg = rig.loop.runs.cancel_payload_id()
     assert ok, msg
     statuses, peak = set(), 0.0
     for _ in range(800):                                   # 8 s
@@ -254,7 +254,7 @@ def test_watchdog_trip_aborts_and_the_reference_comes_back_after_it():
     rig = Rig(dict(mass=1.0, com=[0.02, 0.0, 0.05]), safe_command="gravity")
     run = _start_and_run_into_pose(rig)
     rig.run(0.2, feed=False)
-    assert rig.loop.watchdog == "tripped"
+    assert rig.loop.supervisor.watchdog == "tripped"
     assert not run.ok and "watchdog" in run.message
     rig.run(5.0)
     assert not run.busy
@@ -279,20 +279,20 @@ def test_refusals_say_why():
     """Bug: a run started under a law that cannot move the arm through poses, or a second run on top
     of the first, or an F/T run without a sensor.  Each is refused with its reason; nothing moves."""
     rig = Rig(None, controller="gravity_compensation")
-    ok, msg = rig.loop.start_payload_id(rig.now)
+    ok, msg = rig.loop.runs.start_payload_id(rig.now)
     assert not ok and "gravity_compensation" in msg
     rig = Rig(dict(mass=1.0, com=[0.02, 0.0, 0.05]))
-    ok, msg = rig.loop.start_payload_id(rig.now, {"source": "ft"})
+    ok, msg = rig.loop.runs.start_payload_id(rig.now, {"source": "ft"})
     assert not ok and "F/T" in msg
-    ok, msg = rig.loop.start_payload_id(rig.now, {"poses": 2})
+    ok, msg = rig.loop.runs.start_payload_id(rig.now, {"poses": 2})
     assert not ok and "poses" in msg
-    ok, msg = rig.loop.start_payload_id(rig.now)
+    ok, msg = rig.loop.runs.start_payload_id(rig.now)
     assert ok
-    ok, msg = rig.loop.start_payload_id(rig.now)
+    ok, msg = rig.loop.runs.start_payload_id(rig.now)
     assert not ok and "already running" in msg
     rig.loop.deactivate()
-    assert "deactivated" in rig.loop.payload_run.message
-    ok, msg = rig.loop.start_payload_id(rig.now)
+    assert "deactivated" in rig.loop.runs.payload.message
+    ok, msg = rig.loop.runs.start_payload_id(rig.now)
     assert not ok and "not active" in msg
 
 

@@ -135,7 +135,7 @@ def test_a_loop_diverging_from_late_commands_is_brought_to_rest(model):
     assert peak > 10.0, peak
     peak, final, loop = _delayed_plant_run(model, guard=1.2)
     assert loop.counts["safety.joint_speed_stops"] == 1
-    assert loop.speed_stop
+    assert loop.supervisor.speed_stop
     assert final < 1e-3, (final, peak)
 
 
@@ -160,7 +160,7 @@ def test_with_the_envelope_on_the_speed_stop_is_the_envelopes_stop(model):
     loop.step(now)
     assert loop.envelope.state == "stopping" and "panda_joint6" in loop.envelope.stop_reason
     assert loop.counts["safety.joint_speed_stops"] == 1 and loop.envelope.counts["stops"] == 1
-    assert not loop.speed_stop
+    assert not loop.supervisor.speed_stop
     assert "safety envelope stop" in loop.diagnostics()[1]
     for _ in range(3):
         now += TICK

@@ -246,9 +246,6 @@ LOOP_PARAMS = [
 ENVELOPE_KEYS = {s.name: s.name[len("safety."):] for s in LOOP_PARAMS
                  if s.name.startswith("safety.") and s.name not in ("safety.tank_capacity", "safety.time_scaling",
                                                                  "safety.joint_speed_stop")}
-# the law keys whose live changes go through the energy tank, per law
-TANK_KEYS = {"joint_impedance": ("k_gains",),
-             "cartesian_impedance": tuple(f"task.k_{k}_{a}" for k in ("pos", "rot") for a in "xyz")}
 ENVELOPE_KEYS["safety.frame_radii"] = "radii"
 
 # loop parameter -> SafetyParams field

@@ -35,13 +35,13 @@ class ReferenceInputs:
         except ValueError as e:
             with self._lock:
                 if c is self.c:
-                    c.loop.reject_reference(what, str(e), time.monotonic())
+                    c.loop.references.reject(what, str(e), time.monotonic())
             return
         with self._lock:
             if c is not self.c:
                 return
             if what == "target_wrench":
-                c.loop.set_target_wrench(ref, what, time.monotonic())
+                c.loop.references.set_target_wrench(ref, what, time.monotonic())
             else:
                 c.loop.set_reference(ref, what, time.monotonic())
 
@@ -117,7 +117,7 @@ class ReferenceInputs:
             self._check_base_frame(c, msg.header.frame_id, "target_pose")
             R, p = pose_to_rp(msg.pose)
             if not c.cartesian:                # a joint law: the pose of ik.frame, through the IK
-                return c.loop.cartesian_goal(CartesianReference(R, p))
+                return c.loop.references.cartesian_goal(CartesianReference(R, p))
             tw = self._target_twist            # the latest ~/target_twist, if at most 0.1 s old
             if tw is not None and time.monotonic() - tw[0] <= TARGET_TWIST_MAX_AGE:
                 return CartesianReference(R, p, twist=tw[1])
@@ -137,7 +137,7 @@ class ReferenceInputs:
         except ValueError as e:
             self._target_twist = None
             with self._lock:
-                c.loop.reject_reference("target_twist", str(e), time.monotonic())
+                c.loop.references.reject("target_twist", str(e), time.monotonic())
             return
         self._target_twist = (time.monotonic(), tw)
 
@@ -152,7 +152,7 @@ class ReferenceInputs:
                                  f"frame {frame!r} (empty: the controlled frame)")
             tr = cartesian_trajectory_from_msg(msg, names.index(frame) if names else 0)
             tr.stamp = self._trajectory_stamp(msg, float(tr.times[-1]), "cartesian_trajectory")
-            return tr if c.cartesian else c.loop.cartesian_goal(tr)     # a joint law: through the IK
+            return tr if c.cartesian else c.loop.references.cartesian_goal(tr)     # a joint law: through the IK
         self._reference("cartesian_trajectory", convert)
 
     def _on_target_wrench(self, msg):

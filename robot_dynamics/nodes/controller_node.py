@@ -506,7 +506,7 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, FollowJointTraje
             r = msg.header.frame_id, wrench_to_array(msg.wrench)
         with self._lock:
             if c is self.c:
-                c.loop.set_wrench(np.array(r[1]), r[0], now)
+                c.loop.estimation.set_wrench(np.array(r[1]), r[0], now)
 
     def _give_clock_back(self):
         """After cleanup, /clock goes back to rclpy's TimeSource (if use_sim_time is still true)."""
@@ -579,7 +579,7 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, FollowJointTraje
             # stop short of the safe command (the next configure would then start from another one).
             # The lock is held throughout: the control thread waits, and does not step in between.
             c.loop.deactivate()
-            for _ in range(int(np.ceil(min(c.loop.safe_ramp_time(), 10.0) / c.safe_period)) + 2):
+            for _ in range(int(np.ceil(min(c.loop.output.ramp_time(), 10.0) / c.safe_period)) + 2):
                 if self._publish_safe():
                     break
                 time.sleep(c.safe_period)
@@ -676,14 +676,14 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, FollowJointTraje
                 c.next_tick += c.loop.period
                 if c.next_tick <= now:                  # late by a period or more: re-anchor
                     c.next_tick = now + c.loop.period
-                if loop.stale(now):
-                    loop.check_watchdog(now)
+                if loop.supervisor.stale(now):
+                    loop.supervisor.check_watchdog(now)
                     self._publish_safe()
                 else:
                     self._step(now)
             elif c.safe_ramping:
                 self._publish_safe()
-            elif loop.check_watchdog(now) and (loop.watchdog != "ok" or not loop.have_state):
+            elif loop.supervisor.check_watchdog(now) and (loop.supervisor.watchdog != "ok" or not loop.cycle.have_state):
                 self._publish_safe()
             self._schedule(now)
 
@@ -700,8 +700,8 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, FollowJointTraje
             t = c.next_tick
         elif c.safe_ramping:
             t = now + c.safe_period
-        elif loop.have_state and loop.watchdog == "ok" and not loop.latest_rejected:
-            t = loop.stale_at() + 1e-4
+        elif loop.cycle.have_state and loop.supervisor.watchdog == "ok" and not loop.supervisor.latest_rejected:
+            t = loop.supervisor.stale_at() + 1e-4
         else:
             t = now + min(SAFE_REPUBLISH_PERIOD, 0.5 * loop.param("watchdog_timeout"))
         c.path.wake_at(t)
@@ -715,7 +715,7 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, FollowJointTraje
             tau, safe = c.loop.step(now, ns * 1e-9)                       # time and the message stamps
             self._send(tau, safe)
             c.out.observer(c.loop, now, ns, safe)
-            run = c.loop.payload_run
+            run = c.loop.runs.payload
             if run is not None and run.ok and run is not self._payload_published:
                 self._publish_payload(run)
         except Exception as e:                         # noqa: BLE001
@@ -737,12 +737,12 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, FollowJointTraje
         self._publish(tau, safe)
         c.loop.sent(time.monotonic(), self._clock_handle.get_now().nanoseconds * 1e-9)
         if safe:
-            c.safe_ramping = not c.loop.safe_reached
-        return c.loop.safe_reached if safe else True
+            c.safe_ramping = not c.loop.output.safe_reached
+        return c.loop.output.safe_reached if safe else True
 
     def _safe_torque(self):
         """The safe command in model order: zero, or g(q) at the last valid q, clipped to the limits."""
-        return self.c.loop._safe_torque()
+        return self.c.loop.output.safe_torque()
 
     def _publish_safe(self):
         """Publish one step of the safe command (ControlLoop.safe_step: from the last command sent
@@ -752,7 +752,7 @@ class TorqueControllerNode(ReferenceInputs, ControllerServices, FollowJointTraje
         c = self.c
         if c is None:
             return True
-        tau = c.loop.safe_step(time.monotonic())
+        tau = c.loop.output.safe_step(time.monotonic())
         c.stamp_ns = self._clock_handle.get_now().nanoseconds
         return self._send(tau, True)
 

@@ -196,17 +196,17 @@ class Outputs:
 
     def observer(self, loop, now, stamp_ns, safe):
         """After a control step: ~/collision on a change, the wrench and r at observer.publish_rate."""
-        if self.obs_wrench_pub is None or safe or loop._obs_last is None:
+        if self.obs_wrench_pub is None or safe or loop.estimation.obs_last is None:
             return
         obs = loop.observer
-        if loop.obs_edge:
+        if loop.estimation.obs_edge:
             self.collision_pub.publish(Bool(data=bool(obs.collision)))
         rate = loop.param("observer.publish_rate")
         if rate > 0 and now - self.obs_last_pub < 1.0 / rate:
             return
         self.obs_last_pub = now
         sec, nanosec = divmod(stamp_ns, 1_000_000_000)
-        w = loop.observer_wrench(stamp_ns * 1e-9)
+        w = loop.estimation.observer_wrench(stamp_ns * 1e-9)
         m = self.obs_wrench_msg
         m.header.stamp.sec, m.header.stamp.nanosec = sec, nanosec
         f, t = m.wrench.force, m.wrench.torque

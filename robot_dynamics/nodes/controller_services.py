@@ -40,7 +40,7 @@ class ControllerServices:
         def tare(c):
             if c is None:
                 return False, "no wrench processing (configure with cartesian_impedance)"
-            return c.loop.tare()
+            return c.loop.estimation.tare()
 
         def payload(what):
             def action(c):
@@ -50,12 +50,12 @@ class ControllerServices:
                 if what == "identify":
                     if not self.active:
                         return False, "refused: the controller is not active"
-                    return loop.start_payload_id(time.monotonic())
+                    return loop.runs.start_payload_id(time.monotonic())
                 if what == "status":
-                    return loop.payload_status()
+                    return loop.runs.payload_status()
                 if what == "cancel":
-                    return loop.cancel_payload_id()
-                ok, message = loop.attach_payload_estimate() if what == "attach" else loop.detach_payload_estimate()
+                    return loop.runs.cancel_payload_id()
+                ok, message = loop.runs.attach_payload_estimate() if what == "attach" else loop.runs.detach_payload_estimate()
                 if ok:
                     self._log.info(f"payload: {message}")
                 return ok, message
@@ -67,7 +67,7 @@ class ControllerServices:
                     return False, "not configured"
                 if what == "identify" and not self.active:
                     return False, "refused: the controller is not active"
-                return c.loop.dynamics_request(what, time.monotonic())
+                return c.loop.runs.dynamics_request(what, time.monotonic())
             return self._trigger(f"dynamics_{what}", action)
 
         def resume(c):
@@ -198,7 +198,7 @@ class ControllerServices:
                 kv += loop_kv
                 if not self.active:
                     level, msg = DiagnosticStatus.OK, "inactive"
-                silent = self.active and not c.loop.have_state
+                silent = self.active and not c.loop.cycle.have_state
             if silent:                                    # active, and no joint state ever came
                 self._silent_js(now, c.js_sub)
             else:

@@ -156,7 +156,7 @@ class FollowJointTrajectoryServer:
         with self._lock:
             for g in self._fjt_goals:
                 if g.handle is handle and g.monitor is not None and self.c is not None:
-                    self.c.loop.cancel_goal(g.monitor)
+                    self.c.loop.references.cancel_goal(g.monitor)
         return self._CancelResponse.ACCEPT
 
     def _fjt_prepare(self, c, goal):
@@ -210,7 +210,7 @@ class FollowJointTrajectoryServer:
         with self._lock:
             if c is not self.c or not self.active:
                 ok, reason = False, "the controller is not active"
-            elif c.loop.watchdog == "tripped":
+            elif c.loop.supervisor.watchdog == "tripped":
                 ok, reason = False, "no valid joint state (the watchdog is tripped): the arm is not followed"
             else:
                 ok, reason = c.loop.set_reference(traj, "follow_joint_trajectory", time.monotonic(), goal=monitor)

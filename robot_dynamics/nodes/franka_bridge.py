@@ -459,7 +459,7 @@ class FrankaBridge(Node):
         try:
             ref = convert(loop)
         except ValueError as e:
-            loop.reject_reference(what, str(e))
+            loop.references.reject(what, str(e))
             return
         with self.loop_lock:
             loop.set_reference(ref, what)
@@ -505,7 +505,7 @@ class FrankaBridge(Node):
                 raise ValueError(f"target_pose: frame {msg.header.frame_id!r} is not the robot base")
             R, p = pose_to_rp(msg.pose)
             if not loop.cartesian:             # a joint law: the pose of ik.frame, through the IK
-                return loop.cartesian_goal(CartesianReference(R, p))
+                return loop.references.cartesian_goal(CartesianReference(R, p))
             return CartesianReference(R, p)
         self._reference("target_pose", convert)
 
@@ -520,7 +520,7 @@ class FrankaBridge(Node):
         def action():
             if what == "identify" and (self.state_name != fh.RUNNING or self.t_robot is None):
                 return False, f"refused: torque control is not running (state {self.state_name})"
-            return self.loop.dynamics_request(what, self.t_robot)
+            return self.loop.runs.dynamics_request(what, self.t_robot)
         return trigger_handler(self.loop_lock, action)
 
     def _start_motion(self, hold=False):
@@ -692,8 +692,8 @@ class FrankaBridge(Node):
             self.loop.activate()
             # the law holds where the arm is (activate): a reference or pose target handed over before
             # (while stopped, or the one the arm was following) is not followed afterwards
-            self.loop.pending_ref = None
-            self.loop.pose_target = None
+            self.loop.references.pending = None
+            self.loop.references.pose_target = None
 
     def _loop_cycle(self, q, dq, tau_J, t):
         """The law, safety filter and supervisor on this cycle's state (robot time t; the measured

@@ -295,6 +295,32 @@ class ControlLaw:
     `reset`, `set_reference` and `compute`."""
     name = "base"
     DEFAULTS = {}
+    # what a law offers the loop's stages (declared, never probed):
+    time_scalable = False       # a trajectory with a nominal speed (v_nominal, time_scale): the envelope's
+                                # time scaling may slow it
+    stiffness_keys = ()         # the parameters an energy tank may lower (live changes pass through it)
+    damping_ratio_key = None    # (its damping-ratio key, the explicit damping gains key that overrides it)
+    clipped = False             # the last compute clipped its error (the safety layer acted)
+
+    def param(self, key, default=None):
+        """One parameter's current value, no copy (a per-step read)."""
+        return self._params.get(key, default)
+
+    @property
+    def stiffness_error(self):
+        """The error the stiffness acts on (the energy tank's storage function)."""
+        return self._e
+
+    def approach_gains(self, m):
+        """(K_j, D_j) per joint, the torque change per unit speed and acceleration of a reference followed
+        (m: the mass matrix diagonal), for set-point shaping; None: the law follows no joint reference."""
+        return None
+
+    def gain_problem(self, M, jacobian, w2, how):
+        """'' or why the gains are more than the sampling allows: a stiffness k on an inertia m oscillates
+        at sqrt(k / m); w2 = (GAIN_OMEGA_DT / period)^2 bounds k / m (M: the mass matrix at the current q;
+        jacobian(frame): that frame's Jacobian there, world-aligned; how: the bound in words)."""
+        return ""
 
     def __init__(self, model, backend, params=None):
         self.model = model
@@ -458,6 +484,8 @@ class JointLaw(ControlLaw):
     first compute after it is set, from the reference being followed then: q_d, v_d, a_d, which is
     the measured state held since activation or a reset, or the previous trajectory's sample, so a
     trajectory that replaces another one moves on without a jump)."""
+
+    time_scalable = True
 
     def __init__(self, model, backend, params=None):
         super().__init__(model, backend, params)

@@ -121,6 +121,22 @@ class CartesianImpedance(ControlLaw):
         "approach_angular_acceleration": 4.0,  # rad/s^2
     })
 
+    stiffness_keys = tuple(f"task.k_{k}_{a}" for k in ("pos", "rot") for a in "xyz")
+    damping_ratio_key = ("task.damping_ratio", None)
+
+    def gain_problem(self, M, jacobian, w2, how):
+        """k_pos <= w2 x the smallest translational task-space inertia, k_rot the rotational one."""
+        J = np.asarray(jacobian(self.frame))
+        Minv_Jt = np.linalg.solve(M, J.T)
+        for rows, what, unit in ((slice(0, 3), "pos", "N/m"), (slice(3, 6), "rot", "N m/rad")):
+            A = J[rows] @ Minv_Jt[:, rows]                 # the inverse task-space inertia block
+            lam = 1.0 / max(float(np.linalg.eigvalsh(A).max()), 1e-300)
+            k = float(np.max(self.K[rows]))
+            if k > w2 * lam:
+                return (f"cartesian_impedance.task.k_{what}_*: {k:g} {unit} is above its bound {w2 * lam:.4g} "
+                        f"= the smallest task-space inertia {lam:.4g} x {how} at the current pose: refused")
+        return ""
+
     def __init__(self, model, backend, params=None):
         n = model.nv
         self.clipped = False                    # the last compute clipped the pose error

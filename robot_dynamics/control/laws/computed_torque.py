@@ -19,6 +19,20 @@ class ComputedTorque(JointLaw):
     name = "computed_torque"
     DEFAULTS = {"kp": None, "kd": None, "omega": 10.0, "zeta": 1.0}
 
+    damping_ratio_key = ("zeta", "kd")
+
+    def approach_gains(self, m):
+        return m * self.kp, m * self.kd
+
+    def gain_problem(self, M, jacobian, w2, how):
+        """kp_j <= w2 (the error dynamics are decoupled: kp is k / m)."""
+        bad = np.flatnonzero(self.kp > w2)
+        if bad.size:
+            j = int(bad[0])
+            return (f"computed_torque.kp: {self.kp[j]:g} on {self.model.joint_names[j]} is above {w2:g} 1/s^2 = "
+                    f"{how}: refused")
+        return ""
+
     def _preprocess_merged(self, p, new):
         for k in ("kp", "kd"):
             if isinstance(p.get(k), (list, tuple, np.ndarray)) and len(p[k]) == 0:

@@ -52,6 +52,24 @@ class JointImpedance(JointLaw):
         self._M = np.zeros((self.nv, self.nv))
         self._zero = np.zeros(self.nv)
 
+    stiffness_keys = ("k_gains",)
+    damping_ratio_key = ("damping_ratio", "d_gains")
+
+    def approach_gains(self, m):
+        k = np.asarray(self.k, dtype=float)
+        d = self.d if self.d is not None else self._two_zeta * np.sqrt(k * m)
+        return k, np.asarray(d, dtype=float)
+
+    def gain_problem(self, M, jacobian, w2, how):
+        """k_j <= w2 M_jj."""
+        m = np.diagonal(M)
+        bad = np.flatnonzero(np.asarray(self.k) > w2 * m)
+        if bad.size:
+            j = int(bad[0])
+            return (f"joint_impedance.k_gains: {self.k[j]:g} N m/rad on {self.model.joint_names[j]} is above its "
+                    f"bound {w2 * m[j]:.4g} = M_jj {m[j]:.4g} kg m^2 x {how} at the current pose: refused")
+        return ""
+
     def damping(self, q):
         """The damping used at q: the d_gains vector when given, else the nv x nv matrix D(q)."""
         if self.d is not None:

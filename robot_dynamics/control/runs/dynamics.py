@@ -60,7 +60,7 @@ class DynamicsRun:
                 raise ValueError(f"dynamics_id.{key}: {p[key]} must be an integer >= 1")
         self.loop, self.p, self.model = loop, p, loop.model
         self.inertial = bool(p["inertial"])
-        self.measured = loop.have_effort
+        self.measured = loop.cycle.have_effort
         if not self.measured and not loop.total_steps:
             raise ValueError("no command sent yet and no measured effort: nothing to take torques from")
         self.adds_gravity = loop.driver_adds_gravity
@@ -106,7 +106,7 @@ class DynamicsRun:
         self.rec = []                                   # (t, q, tau) per control cycle
         self._g_applied = None                          # g(q) at the state the held command was sent at
         self.phase = "excite"
-        self.loop._log("info", f"dynamics identification: excitation started (condition number {exc[4]:.1f}, "
+        self.loop.report.log("info", f"dynamics identification: excitation started (condition number {exc[4]:.1f}, "
                                f"{self.T_id:.1f} s + {self.T_val:.1f} s validation)")
 
     @property
@@ -161,9 +161,9 @@ class DynamicsRun:
             self.abort(f"{self.model.joint_names[j]} at {loop.q[j]:.3f} rad, within half of dynamics_id.margin "
                        f"of its limit")
             return
-        ts = loop.state_stamp if loop.state_stamp is not None else t
+        ts = loop.cycle.stamp if loop.cycle.stamp is not None else t
         if not self.rec or ts > self.rec[-1][0]:
-            tau = loop.effort.copy() if self.measured else loop.tau.copy()     # the command held since
+            tau = loop.cycle.effort.copy() if self.measured else loop.tau.copy()     # the command held since
             if not self.measured and self.adds_gravity:                      # the last step
                 # the driver added g at the state the command was applied at (the previous step's),
                 # not at this one, which the held period led to (issue 43: paired here, joint 2's fv
@@ -244,7 +244,7 @@ class DynamicsRun:
         except Exception as e:                 # noqa: BLE001 (a thread of its own: reported, never raised)
             self.done, self.ok, self.phase = True, False, "aborted"
             self.message = f"aborted: {e if isinstance(e, ValueError) else f'{type(e).__name__}: {e}'}; nothing applied"
-            self.loop._log("warn", f"dynamics identification {self.message}")
+            self.loop.report.log("warn", f"dynamics identification {self.message}")
             return
         self.estimate = est
         self.validation = {"rms_urdf": before, "rms_identified": after}
@@ -260,7 +260,7 @@ class DynamicsRun:
         self.message = message
         self.ok = self.done = True
         self.phase = "finished"
-        self.loop._log("info", f"dynamics identification: {self.message}")
+        self.loop.report.log("info", f"dynamics identification: {self.message}")
 
     @staticmethod
     def _gap_text(valid, mask):
@@ -293,7 +293,7 @@ class DynamicsRun:
         self.restore_pending = restore
         if restore:
             self.message += "; returning to the previous reference"
-        self.loop._log("warn", f"dynamics identification {self.message}")
+        self.loop.report.log("warn", f"dynamics identification {self.message}")
 
     # ------------------------------------------------------------------ reporting
     def status(self):

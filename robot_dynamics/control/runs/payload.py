@@ -144,15 +144,15 @@ def check_can_start(loop, what, purpose):
                          f"law ({' or '.join(JOINT_LAWS)}) to {purpose}")
     if not loop.active:
         raise ValueError("the controller is not active")
-    if not loop.have_state or loop.watchdog != "ok" or loop.latest_rejected:
+    if not loop.cycle.have_state or loop.supervisor.watchdog != "ok" or loop.supervisor.latest_rejected:
         raise ValueError("no valid joint state (watchdog not ok)")
-    for run in (loop.payload_run, getattr(loop, "dynamics_run", None)):
+    for run in (loop.runs.payload, loop.runs.dynamics):
         if run is not None and run.busy:
             raise ValueError(f"an identification is already running ({run.status()})")
     law = loop.law
     if law.trajectory is not None and not law.trajectory.done(loop.state.t) and law.trajectory.started:
         raise ValueError("a joint trajectory is being followed; identify once it has ended")
-    if loop.pending_ref is not None or law.trajectory is not None and not law.trajectory.started:
+    if loop.references.pending is not None or law.trajectory is not None and not law.trajectory.started:
         raise ValueError("a new reference is pending; identify once it is being held")
     sat = effort_limited_joint(loop)
     if sat is not None:
@@ -187,10 +187,10 @@ class PayloadRun:
         self.loop, self.p, self.n_poses = loop, p, n
         self.use_ft = self.source in ("ft", "both")
         self.use_tau = self.source in ("torques", "both")
-        sensor = loop.params["sensor_frame"] or loop.wrench_raw_frame
+        sensor = loop.params["sensor_frame"] or loop.estimation.wrench_raw_frame
         frame = p["frame"]
         if self.use_ft:
-            if loop.wrench_raw is None:
+            if loop.estimation.wrench_raw is None:
                 raise ValueError(f"payload_id.source {self.source}: no F/T wrench received (set sensor_frame "
                                  f"and publish on the wrench topic)")
             if frame and frame != sensor:
@@ -198,7 +198,7 @@ class PayloadRun:
                                  f"sensor frame {sensor!r} (or empty)")
             frame = sensor
         elif not frame:
-            obs = loop.observer
+            obs = loop.estimation.observer
             frame = obs.frame if obs is not None else _default_frame(m)
         if frame not in m.frame_names:
             raise ValueError(f"payload_id.frame: {frame!r} is not a frame of the model")
@@ -210,7 +210,7 @@ class PayloadRun:
         self.pid = PayloadIdentifier(m, loop.gravity_backend, frame, tool=tool)
         # torques: the measured effort when the states carry it, else the command (+ g(q) when the driver
         # adds gravity); decided at start and kept for the whole run
-        self.measured = self.use_tau and loop.have_effort
+        self.measured = self.use_tau and loop.cycle.have_effort
         if self.use_tau and not self.measured and not loop.total_steps:
             raise ValueError("no command sent yet and no measured effort: nothing to take torques from")
         self.adds_gravity = loop.driver_adds_gravity
@@ -303,10 +303,10 @@ class PayloadRun:
                 if self.use_tau:
                     self.win_tau += self._torques()
                 if self.use_ft:
-                    if loop.wrench_raw is None or now - loop.wrench_time > loop.params["watchdog_timeout"]:
+                    if loop.estimation.wrench_raw is None or now - loop.estimation.wrench_time > loop.params["watchdog_timeout"]:
                         self.abort("the F/T wrench went stale")
                         return
-                    self.win_ft += loop.wrench_raw
+                    self.win_ft += loop.estimation.wrench_raw
                 if now - self.win_start >= self.p["settle_time"] and self.win_n >= 2:
                     self._sample(now, t)
                     return
@@ -323,13 +323,13 @@ class PayloadRun:
             if self.traj.started and self.traj.done(t):
                 loop.law.set_reference(JointReference(self.q_ref.copy()))   # the reference restored
                 self.phase = "finished"
-                loop._log("info", f"payload identification: back at the previous reference after "
+                loop.report.log("info", f"payload identification: back at the previous reference after "
                                   f"{now - self.t_start:.1f} s")
 
     def _torques(self):
         loop = self.loop
         if self.measured:
-            return loop.effort
+            return loop.cycle.effort
         tau = loop.tau.copy()
         if self.adds_gravity:
             tau += loop.gravity_backend.gravity(loop.q)
@@ -344,13 +344,13 @@ class PayloadRun:
         loop, te = self.loop, t - self.t_exc0
         qd, vd, ad = self.exc.sample(te)
         loop.law.set_reference(JointReference(qd, vd, ad))
-        ts = loop.state_stamp if loop.state_stamp is not None else now     # when it was measured
+        ts = loop.cycle.stamp if loop.cycle.stamp is not None else now     # when it was measured
         ft = None
         if self.use_ft:
-            if loop.wrench_raw is None or now - loop.wrench_time > loop.params["watchdog_timeout"]:
+            if loop.estimation.wrench_raw is None or now - loop.estimation.wrench_time > loop.params["watchdog_timeout"]:
                 self.abort("the F/T wrench went stale")
                 return
-            ft = loop.wrench_raw.copy()
+            ft = loop.estimation.wrench_raw.copy()
         buf = self.buf
         if buf and ts <= buf[-1][0]:
             return                                     # no new measurement
@@ -401,11 +401,11 @@ class PayloadRun:
         self._begin_move(now, t, self.q_ref)           # back to the reference held before the run
         self.phase = "return"
         if self.p["attach"]:
-            ok, msg = self.loop.attach_payload_estimate()
+            ok, msg = self.loop.runs.attach_payload_estimate()
             self.message += f"; {msg}" if ok else f"; not attached: {msg}"
         elif self.detached is not None:                # the run replaced the old estimate: keep it
             self.message += f"; the previous {self.name!r} stays detached (call attach to use the new one)"
-        self.loop._log("info", f"payload identification: {self.message}")
+        self.loop.report.log("info", f"payload identification: {self.message}")
 
     # ------------------------------------------------------------------ ending
     def abort(self, reason, restore=True):
@@ -428,7 +428,7 @@ class PayloadRun:
         self.restore_pending = restore
         if restore:
             self.message += "; returning to the previous reference"
-        self.loop._log("warn", f"payload identification {self.message}")
+        self.loop.report.log("warn", f"payload identification {self.message}")
 
     def _restore(self, now, t):
         self.restore_pending = False

@@ -133,6 +133,10 @@ class SafetyFilter:
         self._absd = np.empty(n)
 
     # ---- state ----
+    @property
+    def command_period(self):
+        return self._p.command_period
+
     def reset(self, clear_counts=False, start=None):
         """Restart: the next output ramps from zero torque, or from `start` (the torque last sent, e.g.
         the safe command, clipped to the limits; ignored unless nv finite numbers)."""
