@@ -37,19 +37,19 @@ NT = "test/test_node_timing.py"          # the same bugs at node level over DDS
 MUTATIONS = [
     # ---- the rows of issue 15 (each let through by the suite before) ----
     M("perjoint_not_reordered", "per-joint parameters (gains, limits) not reordered from `joints` to model order",
-      "robot_dynamics/control/loop.py", "        out[self.perm] = a\n", "        out[:] = a\n",
+      "robot_dynamics/control/loop_params.py", "        out[self.perm] = a\n", "        out[:] = a\n",
       [LO + "test_gains_and_effort_limits_given_in_joints_order_apply_by_name"]),
     M("effort_scale_ignored", "effort_scale ignored by the safety filter",
       "robot_dynamics/control/stages/safety.py", "        self.limit = el * scale\n", "        self.limit = el * 1.0\n",
       [LO + "test_effort_scale_scales_the_urdf_limits"]),
     M("rate_limit_x10", "the loop uses torque_rate_limit x 10",
-      "robot_dynamics/control/loop.py",
-      "            return None if not v else self._to_model_order(v)\n        return v\n",
-      "            return None if not v else self._to_model_order(v)\n"
+      "robot_dynamics/control/loop_params.py",
+      "            return None if not v else self.to_model_order(v)\n        return v\n",
+      "            return None if not v else self.to_model_order(v)\n"
       "        return 10 * v if key == 'torque_rate_limit' else v\n",
       [LO + "test_rate_limit_per_command_is_the_parameter_over_the_update_rate", NT]),
     M("watchdog_x20", "watchdog timeout x 20",
-      "robot_dynamics/control/loop.py",
+      "robot_dynamics/control/stages/supervisor.py",
       "        timeout = self._p[\"watchdog_timeout\"]\n        age = now - self.last_ok\n",
       "        timeout = 20 * self._p[\"watchdog_timeout\"]\n        age = now - self.last_ok\n",
       [LO + "test_watchdog_trips_after_the_timeout_not_before", NT]),
@@ -70,8 +70,8 @@ MUTATIONS = [
       "    idx[[0, 1]] = idx[[1, 0]]\n    m, N = len(msg_names), len(times)\n",
       [RI + "test_trajectory_fuzz"]),
     M("tare_ignores_reading", "~/tare takes a zero bias instead of the current reading",
-      "robot_dynamics/control/loop.py", "        self.wrench_proc.tare(self.wrench_raw, self.q)\n",
-      "        self.wrench_proc.tare(np.zeros(6), self.q)\n",
+      "robot_dynamics/control/stages/estimation.py", "        self.wrench_proc.tare(self.wrench_raw, self.c.q)\n",
+      "        self.wrench_proc.tare(np.zeros(6), self.c.q)\n",
       [LO + "test_tare_uses_the_current_reading"]),
     # ---- classic ones (caught before issue 15 too: kept so that stays true) ----
     M("rnea_coriolis_sign", "reference RNEA: sign of the Coriolis term c_i = v_i x S_i qd_i",

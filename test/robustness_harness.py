@@ -239,14 +239,14 @@ class NodeMonitor:
         def step(now):
             c = node.c
             with self.lock:
-                self._activated = c.last_step is None          # the first step after activation
-            self._lp, self._cap, self._first = c.last_pub, 0.1, 0.001
+                self._activated = c.cycle.last_step is None          # the first step after activation
+            self._lp, self._cap, self._first = c.cycle.last_pub, 0.1, 0.001
             return orig_step(now)
 
         def publish_safe():
             c = node.c
             if c is not None:
-                self._lp, self._cap, self._first = c.last_pub, c.safe_period, c.safe_period
+                self._lp, self._cap, self._first = c.cycle.last_pub, c.safe_period, c.safe_period
             return orig_safe()
 
         def publish(tau, safe=False):

@@ -377,7 +377,7 @@ def test_watchdog_and_lifecycle_mid_stream(rig):
         # the stream stops: the watchdog trips, the safe command ramps and is held
         s.stop()
         wait_for(lambda: node.c.loop.supervisor.watchdog == "tripped", what="the watchdog tripped")
-        wait_for(lambda: node.c.safe_reached, what="the safe ramp reaching g(q)")
+        wait_for(lambda: node.c.output.safe_reached, what="the safe ramp reaching g(q)")
         assert node.counts["watchdog_trips"] >= 1
         # it resumes: filtered commands again, no jump (the monitor checks every command)
         s = Stream(rig).start()
@@ -386,7 +386,7 @@ def test_watchdog_and_lifecycle_mid_stream(rig):
         # deactivate / activate in the middle of the stream
         for _ in range(2):
             assert rig.change_state(Transition.TRANSITION_DEACTIVATE)
-            assert node.c.safe_reached and rig.monitor.since(rig.monitor.n() - 1)[0]["safe"]
+            assert node.c.output.safe_reached and rig.monitor.since(rig.monitor.n() - 1)[0]["safe"]
             n_inactive = rig.monitor.n()
             time.sleep(0.1)                                # states keep coming: nothing is sent
             assert rig.monitor.n() == n_inactive, "commands while inactive"

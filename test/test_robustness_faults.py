@@ -49,7 +49,7 @@ def test_joint_states_stop_then_resume(rig, trigger, safe_command):
             first_safe = next(r for r in rig.monitor.since(k0) if r["safe"])
             print(f"[{trigger}/{safe_command}] safe command {first_safe['t'] - t_stop:.3f} s after the last "
                   f"joint state (watchdog_timeout 0.1 s)")
-            wait_for(lambda: node.c.watchdog == "tripped", what="watchdog tripped")
+            wait_for(lambda: node.c.supervisor.watchdog == "tripped", what="watchdog tripped")
             # the safe command ramps from the last command to its target at the rate limit (the monitor
             # checks every step), and gets there exactly
             target = node._safe_torque()[node.c.perm].copy()
@@ -66,7 +66,7 @@ def test_joint_states_stop_then_resume(rig, trigger, safe_command):
         # loaded machine this process may also stall past the 0.1 s watchdog mid-stream: each such
         # stall is a real trip too, so the lines are judged against the node's own trip count (the
         # rig logs without throttling: one line per trip), never a fixed number.
-        wait_for(lambda: node.c.watchdog == "tripped", what="the trip after the last stream")
+        wait_for(lambda: node.c.supervisor.watchdog == "tripped", what="the trip after the last stream")
         trips = node.counts["watchdog_trips"]
         assert trips >= 3, trips
         wait_for(lambda: rig.log_count("watchdog: no valid joint state") >= trips, what=f"one line per trip ({trips})")
@@ -94,7 +94,7 @@ def test_deactivate_reactivate_mid_motion(rig):
                 last = rig.monitor.since(rig.monitor.n() - 1)[0]
                 assert last["safe"], "deactivate sends the safe command"
                 # (the safe torque g(q) follows the joint states still streaming: compare with the node's)
-                assert node.c.safe_reached, "deactivate ramps all the way to the safe command before it returns"
+                assert node.c.output.safe_reached, "deactivate ramps all the way to the safe command before it returns"
                 time.sleep(0.2)
                 assert rig.change_state(Transition.TRANSITION_ACTIVATE)
                 rig.assert_invariants()
@@ -184,7 +184,7 @@ def test_simulator_killed_and_restarted(rig, tmp_path, safe_command):
                 p.wait(10)
                 k1 = rig.monitor.n()
                 wait_for(lambda: any(r["safe"] for r in rig.monitor.since(k1)), what="the safe command")
-                wait_for(lambda: node.c.watchdog == "tripped", what="watchdog tripped")
+                wait_for(lambda: node.c.supervisor.watchdog == "tripped", what="watchdog tripped")
                 rig.assert_invariants()
             assert node.counts["watchdog_trips"] >= 2
         finally:

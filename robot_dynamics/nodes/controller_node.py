@@ -103,7 +103,7 @@ def warm_type_supports():
 class _Configured:
     """Everything built at configure (and destroyed at cleanup): the ROS side (model source, mapper,
     control path, outputs, step statistics) here, the control state in `loop` (a ControlLoop).
-    Attributes not found here are read from the loop (c.law, c.safety, c.perm, c.watchdog, c.state,
+    Attributes not found here are read from the loop (c.law, c.safety, c.perm, c.supervisor, c.state,
     ...)."""
 
     def __getattr__(self, name):
