@@ -104,7 +104,7 @@ def run_mode(mode, law, duration, address, log_dir, rt=False):
         th = threading.Thread(target=ex.spin, daemon=True)
         th.start()
         if mode == "topic":
-            procs.start("robot_dynamics.nodes.controller_node", name="torque_controller",
+            procs.start("robot_dynamics.nodes.controller", name="torque_controller",
                         params_files=[config_path(f"fr3_{law}.yaml")], params={"use_sim_time": True},
                         realtime={"policy": "fifo", "priority": RT["controller"]} if rt else None)
         t_end = time.monotonic() + 120

@@ -733,7 +733,7 @@ class _Recorder:
 def _node(ctx, law, **params):
     from rclpy.parameter import Parameter
 
-    from robot_dynamics.nodes.controller_node import TorqueControllerNode
+    from robot_dynamics.nodes.controller import TorqueControllerNode
     base = dict(robot="panda", controller=law, joints=NAMES, autostart=False,
                 joint_states_topic="/fjt_inproc/joint_states", command_topic="/fjt_inproc/commands")
     base.update(params)

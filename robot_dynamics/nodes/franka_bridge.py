@@ -75,8 +75,8 @@ from .cdr import Float64ArrayCdr, JointStateWriter
 from .common import (command_values, map_joint_values, pose_to_rp, ros_param_spec, trajectory_arrays,
                      trigger_handler)
 from .control_path import ControlPath, TakeSubscription
-from .controller_outputs import StateOutput
-from .controller_services import DIAG_LEVELS
+from .controller.outputs import StateOutput
+from .controller.services import DIAG_LEVELS
 from .runner import run
 
 MODES = ("topic", "in_process")

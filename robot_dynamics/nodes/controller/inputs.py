@@ -9,15 +9,22 @@ through rclpy's deserialization).  A mixin of TorqueControllerNode."""
 import time
 
 import numpy as np
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 from trajectory_msgs.msg import JointTrajectory as JointTrajectoryMsg
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
-from ..control import CartesianReference, JointReference, JointTrajectory
-from .cartesian_refs import cartesian_trajectory_from_msg, twist_from_msg
-from .cdr_trajectory import read_joint_trajectory, read_multidof_trajectory
-from .common import map_joint_values, pose_to_rp, trajectory_arrays, wrench_to_array
+from ...control import CartesianReference, JointReference, JointTrajectory
+from ..cartesian_refs import cartesian_trajectory_from_msg, twist_from_msg
+from ..cdr_trajectory import read_joint_trajectory, read_multidof_trajectory
+from ..common import map_joint_values, pose_to_rp, trajectory_arrays, wrench_to_array
 
+# the joint-state input and the command output take their QoS from parameters (qos_*, output_qos_*).
+# QOS_SENSOR is the wrench input's; QOS_LATCHED the robot description's (and ~/payload_estimate's).
+QOS_SENSOR = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
+QOS_REFERENCE = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE)
+QOS_LATCHED = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
 TARGET_TWIST_MAX_AGE = 0.1       # s: a ~/target_twist older than this is not paired with a ~/target_pose
 
 
