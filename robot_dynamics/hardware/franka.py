@@ -1,6 +1,8 @@
 """A Franka arm (Panda or FR3) through franky (libfranka's protocol), without ROS.
 
-The ROS front end is nodes/franka_bridge.py; everything here is plain Python / numpy / franky:
+The protocol's 1 kHz loop built on these parts is hardware/franka_loop.py, the topic mode's command gate
+hardware/franka_commands.py, the ROS front end nodes/franka_bridge.py; everything here is plain
+Python / numpy / franky:
 
 - `prepare_urdf`: the URDF the robot reports, with the seven joints renamed to the names the user's
   stack expects (fr3_joint1.., panda_joint1..) and the end effector the robot knows about (mass,
@@ -13,6 +15,9 @@ The ROS front end is nodes/franka_bridge.py; everything here is plain Python / n
 
 Times are robot time (the state's `time`, 1 ms resolution) inside the control callback and
 `time.monotonic()` elsewhere; vectors are in the robot's joint order (joint1..joint7).
+Reads: the robot's URDF, state and model (franky).  Writes: the torque motion (`FrankaArm`), a URDF.
+Guarantees: nothing raised in the control callback reaches libfranka's thread (kept in
+`callback_error`, reported by `poll()`); every motion starts from zero torque.
 """
 import math
 import time

@@ -173,6 +173,8 @@ class FrankaBridge(ControllerLink, InProcessSurface, Node):
         self.clock_msg = Clock()
         self.t0_ns = None
         self._link_init()                # topic mode: the controller node's check and ~/hold (franka_link.py)
+        if self.mode == "in_process":
+            self._in_process_init()      # the action's parameters (franka_in_process.py)
         self._cmd_path = None
         if self.mode == "topic":
             # the commands: a thread of their own waits on the subscription (nodes/control_path.py), no
@@ -206,6 +208,9 @@ class FrankaBridge(ControllerLink, InProcessSurface, Node):
         from rcl_interfaces.msg import SetParametersResult
         for prm in params:
             if prm.name not in PARAMETERS:
+                err = self._check_in_process_param(prm) if self.mode == "in_process" else None
+                if err:
+                    return SetParametersResult(successful=False, reason=err)
                 continue
             if prm.name not in self.LIVE:
                 return SetParametersResult(successful=False, reason=f"{prm.name} is read at start-up "

@@ -8,12 +8,18 @@ of the ControlLoop that hardware/franka_loop.FrankaLoop steps in the robot's con
 - its references: ~/joint_trajectory, ~/target_joint_state, ~/target_pose, converted on the executor,
   then handed over under the loop's lock (a conversion error counted as rejected.<topic>);
 - its services: ~/hold, ~/resume, ~/identify_dynamics, ~/identify_dynamics_status,
-  ~/cancel_dynamics_identification.
+  ~/cancel_dynamics_identification;
+- its action: ~/follow_joint_trajectory (joint_impedance, computed_torque) and ~/controller_state, the
+  controller node's own (nodes/follow_joint_trajectory.py, control/trajectory_goal.py), the goal's
+  header.stamp and the check of its age taken on the robot's time.
 
 Reads: the references, parameter changes, service calls.  Writes: the loop's reference, parameters and
 runs (under its lock, between two robot cycles), ~/commands and ~/state.
 """
+from types import SimpleNamespace
+
 from geometry_msgs.msg import PoseStamped
+from rclpy.clock import Clock, ClockType
 from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
@@ -24,13 +30,70 @@ from ..control.params import loop_param_specs
 from ..hardware.franka import N
 from ..hardware.franka_commands import RUNNING
 from .cdr import Float64ArrayCdr
-from .common import map_joint_values, pose_to_rp, ros_param_spec, trajectory_arrays, trigger_handler
+from .common import (check_value, declare_all, map_joint_values, param_value, pose_to_rp, ros_param_spec,
+                     trajectory_arrays, trigger_handler)
 from .controller.outputs import StateOutput
+from .follow_joint_trajectory import FJT_PARAMS, FollowJointTrajectoryServer
 
 
-class InProcessSurface:
-    """~/commands, ~/state, the loop's parameters, references and services (see the module docstring).
-    Needs self.robot (a FrankaLoop), self.p (the bridge's own PARAMETERS) and self._loop_specs."""
+class InProcessSurface(FollowJointTrajectoryServer):
+    """~/commands, ~/state, the loop's parameters, references, services and action (see the module
+    docstring).  Needs self.robot (a FrankaLoop), self.p (the bridge's own PARAMETERS) and self._loop_specs."""
+
+    def _in_process_init(self):
+        """In __init__ (in_process): the action's parameters declared as the controller node declares
+        them, and what nodes/follow_joint_trajectory.py reads of its host (`c` once the loop exists,
+        the lock the loop's, a steady clock, the logger)."""
+        self._specs = {s.name: s for s in FJT_PARAMS}
+        declare_all(self, [s for s in FJT_PARAMS if not self.has_parameter(s.name)])
+        self._lock = self.robot.loop_lock
+        self._steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self._log = self.get_logger()
+        self.c = None
+        self.counts = {}
+        self._fjt_declare()                    # constraints.<joint>.* (FollowJointTrajectory)
+
+    def _p(self, name):
+        return param_value(self, name)
+
+    @property
+    def active(self):
+        """The action's goals are taken while torque control runs with the loop (as JTC's while active)."""
+        return self.c is not None and self.robot.state_name == RUNNING
+
+    def _guard(self, fn, where):
+        """A timer callback that never raises: logged (throttled) and counted as errors.<where>."""
+        def wrapped(*args):
+            try:
+                return fn(*args)
+            except Exception as e:             # noqa: BLE001 (nothing may escape a callback)
+                self.counts[f"errors.{where}"] = self.counts.get(f"errors.{where}", 0) + 1
+                self._log.error(f"{where}: {type(e).__name__}: {e}", throttle_duration_sec=5.0)
+        return wrapped
+
+    def _fjt_times(self, stamp):
+        """The goal's header.stamp (ROS clock) and now on the loop's clock, the robot's time."""
+        t = self.robot.t_robot
+        if t is None:
+            return stamp, 0.0
+        return (None if stamp is None else stamp - self._robot_time_offset()), t
+
+    def _robot_time_offset(self):
+        """ROS time - robot time [s] now: this node's /clock is start-up wall time + robot time
+        (publish_clock), else the system clock's difference to the robot's time now."""
+        if self.pub_clock is not None and self.t0_ns is not None:
+            return self.t0_ns * 1e-9
+        return self._clock_handle.get_now().nanoseconds * 1e-9 - self.robot.t_robot
+
+    def _check_in_process_param(self, prm):
+        """An action parameter (FJT_PARAMS, constraints.<joint>.*) checked as the controller node
+        checks it: an error string or None."""
+        spec = self._specs.get(prm.name)
+        if spec is None:
+            return None
+        if not spec.live:
+            return f"{prm.name} is read at start-up"
+        return check_value(spec, prm.value)
 
     def loop_state(self, tau, info, safe):
         """in_process, under the loop's lock: ~/state (only while subscribed)."""
@@ -82,6 +145,11 @@ class InProcessSurface:
         self.create_subscription(JointTrajectory, "~/joint_trajectory", self._on_trajectory, 10)
         self.create_subscription(JointState, "~/target_joint_state", self._on_target_joint_state, 10)
         self.create_subscription(PoseStamped, "~/target_pose", self._on_target_pose, 10)
+        # ~/follow_joint_trajectory (joint laws): the controller node's server over this loop
+        self.counts = loop.counts
+        self.c = SimpleNamespace(loop=loop, model=self.robot.model, law_name=loop.law_name,
+                                 out=SimpleNamespace(cmd_np=self.cmd_out.data))
+        self._fjt_configure(self.c)            # (before the torque motion starts: no cycle to hold up)
         lock = self.robot.loop_lock
         self.create_service(Trigger, "~/hold", trigger_handler(lock, self._hold))
         # ~/resume: leave a joint speed stop or a safety-envelope stop of the in-process loop (safety.*)
@@ -111,11 +179,7 @@ class InProcessSurface:
             if (st.sec or st.nanosec) and self.robot.t_robot is not None:
                 # header.stamp on the ROS clock (this node's /clock, or the system clock) -> the loop's
                 # robot time, from the offset between the two now (the controller node's semantics)
-                ros_now = (self.t0_ns if self.pub_clock is not None and self.t0_ns is not None
-                           else None)
-                offset = (ros_now * 1e-9 if ros_now is not None else
-                          self._clock_handle.get_now().nanoseconds * 1e-9 - self.robot.t_robot)
-                tr.stamp = st.sec + 1e-9 * st.nanosec - offset
+                tr.stamp = st.sec + 1e-9 * st.nanosec - self._robot_time_offset()
                 if tr.stamp + float(times[-1]) < self.robot.t_robot:
                     raise ValueError("joint_trajectory: it ends in the past (header.stamp + last "
                                      "time_from_start before now); stamp it 0 to start on receipt")
