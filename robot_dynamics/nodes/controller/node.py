@@ -62,15 +62,14 @@ from collections import defaultdict
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import InertiaStamped, PoseStamped, Transform, Twist, TwistStamped, WrenchStamped
+from geometry_msgs.msg import InertiaStamped, PoseStamped, TwistStamped, WrenchStamped
 from rclpy.clock import Clock, ClockType
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
-from rclpy.serialization import deserialize_message, serialize_message
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory as JointTrajectoryMsg
-from trajectory_msgs.msg import JointTrajectoryPoint, MultiDOFJointTrajectory, MultiDOFJointTrajectoryPoint
+from trajectory_msgs.msg import MultiDOFJointTrajectory
 
 from ...control import ControlLoop
 from ... import realtime
@@ -81,7 +80,8 @@ from ..control_path import ControlPath, TakeSubscription
 from ..follow_joint_trajectory import FollowJointTrajectoryServer
 from .control_thread import ControlThread
 from .description import ModelSource
-from .inputs import QOS_LATCHED, QOS_REFERENCE, QOS_SENSOR, ReferenceInputs   # noqa: F401 (QOS_*: re-exported)
+from .inputs import (QOS_LATCHED, QOS_REFERENCE, QOS_SENSOR, ReferenceInputs,  # noqa: F401 (QOS_LATCHED: re-exported)
+                     warm_type_supports)
 from .outputs import Outputs
 from .params import LOOP_PARAM_NAMES, all_param_specs, interface_tables_markdown
 from .services import ControllerServices
@@ -90,17 +90,6 @@ SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FA
 
 # parameters read on the hot path -> the attribute caching them (refreshed after every parameter set)
 HOT_PARAMS = {"publish_state": "_publish_state"}
-
-
-def warm_type_supports():
-    """Serialize and deserialize one message of every reference type (with a point each), so that the
-    first reference a user sends does not pay rclpy's lazy import of the nested types' conversion code
-    (50-80 ms for a MultiDOFJointTrajectory) in the executor while the control thread waits."""
-    jt = JointTrajectoryMsg(points=[JointTrajectoryPoint(positions=[0.0], velocities=[0.0])])
-    mt = MultiDOFJointTrajectory(points=[MultiDOFJointTrajectoryPoint(
-        transforms=[Transform()], velocities=[Twist()], accelerations=[Twist()])])
-    for m in (jt, mt, PoseStamped(), TwistStamped(), WrenchStamped(), JointState()):
-        deserialize_message(serialize_message(m), type(m))
 
 
 class _Configured:
