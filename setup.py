@@ -55,7 +55,7 @@ setup(
     entry_points={
         "console_scripts": [
             "robot_dynamics_demo = robot_dynamics.demo:main",
-            "controller_node = robot_dynamics.nodes.controller_node:main",
+            "controller_node = robot_dynamics.nodes.controller:main",
             "echo_node = robot_dynamics.nodes.echo_node:main",
             "sim_node = robot_dynamics.nodes.sim_node:main",
             "franka_bridge = robot_dynamics.nodes.franka_bridge:main",

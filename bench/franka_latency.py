@@ -17,6 +17,10 @@ record_latency on, so its per-command records are read directly.  Robot time is 
   with libfranka (the callback runs after the current cycle's command was sent).
 - lost cycles: robot cycles missing between two control callbacks (time gaps > 1 ms), per 10 s of
   robot time; late: applied torques with latency > 1 cycle, per 10 s.
+- callback cost [us]: the bridge's per-cycle work in the robot's control callback (state conversion,
+  /joint_states, in_process: the loop's step and ~/commands), wall time (p50, p99) and the callback
+  thread's CPU time (mean), timed around the arm's on_cycle (the same hook before and after issue 40's
+  split of the bridge).
 - sim rate: robot cycles per wall second (franky-sim paces itself at 1 kHz and falls behind when
   the host is loaded).
 """
@@ -99,12 +103,21 @@ def run_mode(mode, law, duration, address, log_dir, rt=False):
         flat = flatten_params(law_params) if law_params else {}
         over += [Parameter(k, value=v) for k, v in flat.items() if k not in ("joints",)]
         bridge = FrankaBridge(parameter_overrides=over)
+        cost = []                                 # (wall, thread CPU) of each control callback [s]
+        inner = bridge.arm.on_cycle
+
+        def timed(state, t, inner=inner, pc=time.perf_counter, tt=time.thread_time):
+            w0, c0 = pc(), tt()
+            out = inner(state, t)
+            cost.append((pc() - w0, tt() - c0))
+            return out
+        bridge.arm.on_cycle = timed
         ex = SingleThreadedExecutor()
         ex.add_node(bridge)
         th = threading.Thread(target=ex.spin, daemon=True)
         th.start()
         if mode == "topic":
-            procs.start("robot_dynamics.nodes.controller_node", name="torque_controller",
+            procs.start("robot_dynamics.nodes.controller", name="torque_controller",
                         params_files=[config_path(f"fr3_{law}.yaml")], params={"use_sim_time": True},
                         realtime={"policy": "fifo", "priority": RT["controller"]} if rt else None)
         t_end = time.monotonic() + 120
@@ -113,24 +126,26 @@ def run_mode(mode, law, duration, address, log_dir, rt=False):
         if bridge.state_name != "running":
             raise RuntimeError(f"bridge not running: {bridge.state_name}: {bridge.reason}\n"
                                + "\n".join(procs.log(p)[-1500:] for p in procs.procs))
-        while bridge.t_robot is None:
+        while bridge.robot.t_robot is None:
             time.sleep(0.01)
-        t0 = bridge.t_robot + 1.0                 # skip the start ramp
-        while bridge.t_robot < t0:
+        t0 = bridge.robot.t_robot + 1.0                 # skip the start ramp
+        while bridge.robot.t_robot < t0:
             time.sleep(0.01)
-        bridge.latency.clear()
-        lost0, cyc0, cmd0 = bridge.arm.n_lost, bridge.arm.n_cycles, bridge.n_commands
+        bridge.robot.latency.clear()
+        cost.clear()
+        lost0, cyc0, cmd0 = bridge.robot.arm.n_lost, bridge.robot.arm.n_cycles, bridge.robot.n_commands
         w0 = time.monotonic()
-        while bridge.t_robot < t0 + duration:
+        while bridge.robot.t_robot < t0 + duration:
             time.sleep(0.05)
         wall = time.monotonic() - w0
-        lat = np.array([(b - a) for a, b in list(bridge.latency)]) * 1000.0
-        cycles = bridge.arm.n_cycles - cyc0
-        lost = bridge.arm.n_lost - lost0
-        commands = (bridge.n_commands - cmd0) if mode == "topic" else len(lat)
-        return {"mode": mode, "law": law, "n": len(lat), "lat": lat, "cycles": cycles, "lost": lost,
+        lat = np.array([(b - a) for a, b in list(bridge.robot.latency)]) * 1000.0
+        cycles = bridge.robot.arm.n_cycles - cyc0
+        lost = bridge.robot.arm.n_lost - lost0
+        commands = (bridge.robot.n_commands - cmd0) if mode == "topic" else len(lat)
+        cost = np.array(list(cost)) * 1e6
+        return {"mode": mode, "law": law, "n": len(lat), "lat": lat, "cost": cost, "cycles": cycles, "lost": lost,
                 "wall": wall, "robot_s": duration, "answered": commands / max(1, cycles),
-                "superseded": bridge.n_superseded}
+                "superseded": bridge.robot.n_superseded}
     finally:
         if ex is not None:
             ex.shutdown(timeout_sec=1.0)
@@ -164,18 +179,26 @@ def main():
     print(f"\nFranka bridge vs franky-sim, law {a.law}, {a.duration:g} s of robot time per mode, "
           f"{'SCHED_FIFO' if a.rt else 'normal scheduling'} (logs {log_dir})")
     print("| mode | applied | p50 [cycles] | p99 | p99.9 | max | late (>1 cycle) /10 s | lost cycles /10 s "
-          "| answered | sim rate [Hz] |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| answered | sim rate [Hz] | callback p50 [us] | p99 | CPU mean |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         lat = r["lat"]
         if len(lat) == 0:
-            print(f"| {r['mode']} | 0 | - | - | - | - | - | {r['lost']} | - | {r['cycles'] / r['wall']:.0f} |")
+            print(f"| {r['mode']} | 0 | - | - | - | - | - | {r['lost']} | - | {r['cycles'] / r['wall']:.0f} "
+                  f"| {_cost(r['cost'])} |")
             continue
         per10 = 10.0 / r["robot_s"]
         p = np.percentile(lat, [50, 99, 99.9])
         print(f"| {r['mode']} | {r['n']} | {p[0]:.0f} | {p[1]:.0f} | {p[2]:.0f} | {lat.max():.0f} | "
               f"{np.sum(lat > 1.5) * per10:.0f} | {r['lost'] * per10:.0f} | {100 * r['answered']:.1f} % | "
-              f"{r['cycles'] / r['wall']:.0f} |")
+              f"{r['cycles'] / r['wall']:.0f} | {_cost(r['cost'])} |")
+
+
+def _cost(c):
+    if len(c) == 0:
+        return "- | - | -"
+    p = np.percentile(c[:, 0], [50, 99])
+    return f"{p[0]:.0f} | {p[1]:.0f} | {c[:, 1].mean():.0f}"
 
 
 if __name__ == "__main__":

@@ -90,7 +90,7 @@ def parse_qos(text):
     if len(parts) == 1:
         parts = parts * 2
     return (parts[0][0], int(parts[0][1]), parts[1][0], int(parts[1][1]))
-CONTROLLER_MODULE = "robot_dynamics.nodes.controller_node"
+CONTROLLER_MODULE = "robot_dynamics.nodes.controller"
 ECHO_MODULE = "robot_dynamics.nodes.echo_node"
 IN_TOPIC, OUT_TOPIC = "/joint_states", "/effort_controller/commands"
 
@@ -420,7 +420,7 @@ def node_cmd(kind, law, executor, qos, extra_params):
 
 def controller_options():
     """Which of the optional parameters the controller node declares (read from its source)."""
-    src = ROOT / "robot_dynamics" / "nodes" / "controller_node.py"
+    src = ROOT / "robot_dynamics" / "nodes" / "controller" / "params.py"
     if not src.exists():
         return None
     text = src.read_text()
@@ -678,7 +678,7 @@ J = [f"panda_joint{i}" for i in range(1, 8)]
 Q0 = [0.0, -0.785398, 0.0, -2.356194, 0.0, 1.570796, 0.785398]
 rclpy.init(args=["x", "--ros-args", "-p", f"controller:={law}", "-p", "robot:=panda",
                  "-p", "joints:=[" + ",".join(J) + "]"])
-from robot_dynamics.nodes.controller_node import TorqueControllerNode
+from robot_dynamics.nodes.controller import TorqueControllerNode
 node = TorqueControllerNode()
 # spin until autostart has configured and activated it
 t_end = time.monotonic() + 60
@@ -806,7 +806,7 @@ def main(argv=None):
     print(f"  raw data and logs: {tmp}" + ("" if a.keep else " (deleted at the end; --keep to keep)"))
     copts = controller_options()
     if copts is None:
-        print("  controller node: not found (robot_dynamics/nodes/controller_node.py): controller rows skipped")
+        print("  controller node: not found (robot_dynamics/nodes/controller/): controller rows skipped")
     else:
         print(f"  controller node options found: {sorted(copts) or 'none (executor/QoS fixed by the node)'}")
 

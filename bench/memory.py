@@ -66,7 +66,7 @@ def run(law, minutes, every):
     from rclpy.parameter import Parameter
     from sensor_msgs.msg import JointState
 
-    from robot_dynamics.nodes.controller_node import TorqueControllerNode
+    from robot_dynamics.nodes.controller import TorqueControllerNode
     env = rp.bench_env()
     os.environ.update({k: env[k] for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")})
     ctx = rclpy.Context()

@@ -101,7 +101,7 @@ MUTATIONS = [
       ["test/test_ik_goals.py::test_a_stamped_cartesian_trajectory_starts_at_its_stamp",
        "test/test_trajectory_timing.py::test_cartesian_trajectory_for_a_joint_law_starts_at_its_stamp"]),
     M("node_cartesian_stamp_dropped", "the node drops ~/cartesian_trajectory's header.stamp for a joint law",
-      "robot_dynamics/nodes/controller_inputs.py",
+      "robot_dynamics/nodes/controller/inputs.py",
       "            return tr if c.cartesian else c.loop.references.cartesian_goal(tr)",
       "            return tr if c.cartesian else c.loop.references.cartesian_goal(setattr(tr, 'stamp', None) or tr)",
       ["test/test_trajectory_timing.py::test_cartesian_trajectory_for_a_joint_law_starts_at_its_stamp"]),

@@ -62,7 +62,7 @@ def run_law(rclpy, law, state_sub, args):
     from rclpy.parameter import Parameter
     from sensor_msgs.msg import JointState
 
-    from robot_dynamics.nodes.controller_node import TorqueControllerNode
+    from robot_dynamics.nodes.controller import TorqueControllerNode
 
     ctx = rclpy.Context()
     rclpy.init(context=ctx)

@@ -272,7 +272,7 @@ def start_bridge(procs, sim, robot="fr3", **over):
 
 def start_controller(procs, law, robot="fr3", **over):
     # the controller waits for the bridge's /robot_description (no `robot` fallback in these configs)
-    return procs.start("robot_dynamics.nodes.controller_node", name="torque_controller",
+    return procs.start("robot_dynamics.nodes.controller", name="torque_controller",
                        params_files=[config_path(f"{robot}_{law}.yaml")],
                        params={"watchdog_timeout": 0.5, "use_sim_time": True, "diagnostics_period": 0.2, **over},
                        realtime=CONTROLLER_RT)

@@ -365,7 +365,7 @@ class Rig:
         from rclpy.parameter import Parameter
         from sensor_msgs.msg import JointState
 
-        from robot_dynamics.nodes.controller_node import TorqueControllerNode
+        from robot_dynamics.nodes.controller import TorqueControllerNode
         from robot_dynamics.dynamics import robots
         base = dict(robot_description=robots.robot_urdf_path("panda").read_text(), joints=ARM,
                     joint_states_topic=self.js_topic, command_topic=self.cmd_topic,

@@ -33,7 +33,7 @@ from robustness_harness import SpinThread, call_service
 from robustness_harness import wait_for as _wait_for
 
 from robot_dynamics.dynamics import Model, PinocchioBackend, robots
-from robot_dynamics.nodes.controller_node import TorqueControllerNode
+from robot_dynamics.nodes.controller import TorqueControllerNode
 
 pytestmark = pytest.mark.slow
 
@@ -362,7 +362,7 @@ def test_wrong_robot_description_fails_configure_and_the_node_keeps_running(rig)
 
 def test_self_check_failure_refuses_configure(rig, monkeypatch):
     from robot_dynamics.dynamics import SelfCheckError
-    from robot_dynamics.nodes import controller_node as cn
+    from robot_dynamics.nodes.controller import node as cn
 
     def bad_check(model, **kw):
         raise SelfCheckError("backend self-check failed: rnea differs by 0.1 at panda_joint4")
@@ -387,7 +387,7 @@ def test_node_as_a_process_from_the_robot_description_topic(rig):
     rd_pub.publish(String(data=PANDA_URDF))
     joints = ARM[::-1]
     name = f"{rig.ns}_proc"
-    cmd = [sys.executable, "-m", "robot_dynamics.nodes.controller_node", "--ros-args",
+    cmd = [sys.executable, "-m", "robot_dynamics.nodes.controller", "--ros-args",
            "-r", f"__node:={name}", "-p", f"robot_description_topic:={rd_topic}",
            "-p", "joints:=[" + ",".join(joints) + "]", "-p", f"joint_states_topic:={rig.js_topic}",
            "-p", f"command_topic:={rig.cmd_topic}", "-p", "watchdog_timeout:=5.0"]
@@ -485,7 +485,7 @@ def test_flood_of_alternating_bad_and_good_joint_states_logs_throttled(rig):
     counted exactly in /diagnostics (reliable QoS with deep queues: every message sent arrives)."""
     import re
     name = f"{rig.ns}_flood"
-    cmd = [sys.executable, "-m", "robot_dynamics.nodes.controller_node", "--ros-args", "-r", f"__node:={name}",
+    cmd = [sys.executable, "-m", "robot_dynamics.nodes.controller", "--ros-args", "-r", f"__node:={name}",
            "-p", "robot:=panda", "-p", "robot_description_timeout:=0.0",
            "-p", "joints:=[" + ",".join(ARM) + "]", "-p", f"joint_states_topic:={rig.js_topic}",
            "-p", f"command_topic:={rig.cmd_topic}", "-p", "watchdog_timeout:=10.0", "-p", "ramp_time:=0.0",
@@ -692,7 +692,7 @@ def test_a_silent_publisher_is_named_with_its_likely_cause(rig, monkeypatch):
     (what a controller restarted after a kill -9 saw of a live publisher over Fast DDS's shared
     memory), the node says so and what works around it, not only that no joint state came; once
     states come, it says no more."""
-    from robot_dynamics.nodes import controller_services
+    from robot_dynamics.nodes.controller import services as controller_services
     monkeypatch.setattr(controller_services, "SILENT_AFTER", 0.5)
     node = rig.controller(watchdog_timeout=5.0, **FAST)
     warned, real = [], node._log

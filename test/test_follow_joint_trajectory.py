@@ -329,7 +329,7 @@ class Client:
     dropped ("Ignoring unexpected goal response"); from the test thread that happened about twice per
     run beside a CPU hog."""
 
-    def __init__(self):
+    def __init__(self, action=ACTION):
         import threading
 
         import rclpy
@@ -338,7 +338,8 @@ class Client:
         from rclpy.executors import SingleThreadedExecutor
         self.FJT = FollowJointTrajectory
         self.node = rclpy.create_node("fjt_test_client")
-        self.ac = ActionClient(self.node, FollowJointTrajectory, ACTION)
+        self.action = action
+        self.ac = ActionClient(self.node, FollowJointTrajectory, action)
         self.feedback = []
         self.resent = 0
         self._calls = []
@@ -408,7 +409,7 @@ class Client:
         after GOAL_SEND_AGAIN s is given up and the goal sent again (a new goal id): under load the first
         request of a client can be answered before the server's response writer has matched the client's
         reader, and that answer is lost (if the first one was accepted, the second preempts it)."""
-        assert self.ac.wait_for_server(timeout_sec=30.0), "no action server " + ACTION
+        assert self.ac.wait_for_server(timeout_sec=30.0), "no action server " + self.action
         t_end = time.monotonic() + RESULT_TIMEOUT
         while time.monotonic() < t_end:
             fut = self.call(lambda: self.ac.send_goal_async(goal, feedback_callback=self._on_feedback))
@@ -733,7 +734,7 @@ class _Recorder:
 def _node(ctx, law, **params):
     from rclpy.parameter import Parameter
 
-    from robot_dynamics.nodes.controller_node import TorqueControllerNode
+    from robot_dynamics.nodes.controller import TorqueControllerNode
     base = dict(robot="panda", controller=law, joints=NAMES, autostart=False,
                 joint_states_topic="/fjt_inproc/joint_states", command_topic="/fjt_inproc/commands")
     base.update(params)

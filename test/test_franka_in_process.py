@@ -238,3 +238,55 @@ def test_dynamics_identification_in_process(ros, tmp_path, inertial):
         assert abs(k_slope / K_POS - 1.0) < PUSH_TOL["slope"], k_slope
         assert abs(k9 / K_POS - 1.0) < PUSH_TOL["single"], k9
         assert np.linalg.norm(back) < PUSH_TOL["back"], back
+
+
+def test_follow_joint_trajectory_in_process(ros, tmp_path):
+    """Issue 44's leftover on the Franka path: the bridge (in_process, joint impedance) offers the
+    controller node's ~/follow_joint_trajectory.  A goal naming joints the arm does not have
+    (panda_joint*) is aborted with control_msgs' INVALID_JOINTS and the arm does not move; a 2 s
+    minimum-jerk goal stamped 1 s ahead on the bridge's /clock is accepted, the arm starts moving at
+    that stamp (the joint states' own stamps: the goal's header.stamp taken on the robot's time), and
+    the goal SUCCEEDED with the arm (franky-sim's joint states, as the bridge publishes them) at its
+    last point within the goal tolerance the goal gave (TRAJ_FINAL_TOL: joint impedance against
+    franky-sim's friction)."""
+    pytest.importorskip("control_msgs")
+    from action_msgs.msg import GoalStatus
+    from control_msgs.action import FollowJointTrajectory
+    from test_follow_joint_trajectory import Client
+    with rig(tmp_path, "joint_impedance", mode="in_process") as (procs, probe, sim):
+        client = Client(action="/franka_bridge/follow_joint_trajectory")
+        try:
+            q0, _ = probe.snapshot()
+            bad = client.goal_msg([j.replace("fr3_", "panda_") for j in probe.joints], [1.0], [q0 + 0.1])
+            status, res = client.run(bad)
+            assert status == GoalStatus.STATUS_ABORTED, (status, res)
+            assert res.error_code == FollowJointTrajectory.Result.INVALID_JOINTS, res
+            assert "panda_joint1" in res.error_string, res.error_string
+            wait_robot_time(probe, 0.5, check=procs.check_alive)
+            q1, _ = probe.snapshot()
+            assert np.max(np.abs(q1 - q0)) < HOLD_TOL, q1 - q0
+            n = 21
+            ts = np.linspace(0.0, TRAJ_T, n)[1:]
+            s = ts / TRAJ_T
+            P = [q0 + (10 * x**3 - 15 * x**4 + 6 * x**5) * TRAJ_STEP for x in s]
+            with probe.lock:
+                stamp = probe.clock + 1.0             # the bridge's /clock: start-up wall time + robot time
+            probe.clear_logs()
+            goal = client.goal_msg(probe.joints, list(ts), P, goal_time=1.5, stamp=stamp,
+                                   goal_tol=dict(zip(probe.joints, TRAJ_FINAL_TOL)))
+            status, res = client.run(goal)
+            with probe.lock:
+                moved = [r[1] for r in probe.js_log if np.max(np.abs(r[2] - q0)) > 1e-3]
+            # min-jerk: 1 mrad of the largest step (0.2 rad) is reached 0.16 s after the start
+            assert moved and stamp < moved[0] < stamp + 0.4, (stamp, moved[:1])
+            assert status == GoalStatus.STATUS_SUCCEEDED, (status, res.error_code, res.error_string)
+            assert res.error_code == FollowJointTrajectory.Result.SUCCESSFUL, res
+            q, _ = probe.snapshot()
+            err = q - P[-1]
+            print(f"\nFollowJointTrajectory on the bridge: final error {np.round(err, 4)} rad, "
+                  f"tolerance {np.round(TRAJ_FINAL_TOL, 4)}, {len(client.feedback)} feedback messages")
+            assert np.all(np.abs(err) < TRAJ_FINAL_TOL), err
+            assert client.feedback, "no feedback during the goal"
+            assert probe.diag.get("state") == "running" and probe.diag.get("robot_errors") == "0"
+        finally:
+            client.stop()

@@ -98,7 +98,7 @@ def test_gravity_guard_stop_names_its_cause_and_recover_holds(ros, tmp_path):
         assert probe.diag.get("state") == "running" and int(probe.diag["gravity_guard_trips"]) == trips, probe.diag
 
 def test_in_process_restart_drops_a_reference_handed_over_while_down():
-    """In process (ROS-free part: the bridge's _loop_activate on the shipped Panda Franka joint
+    """In process (ROS-free part: hardware/franka_loop's _loop_activate on the shipped Panda Franka joint
     impedance loop): a set-point handed to the loop while torque control was down (a robot error) is
     not followed after the restart; the law holds where the arm is, so at rest its torque is zero.
     Franky-sim has no cheap robot error to run this end to end (a paused simulator ends nothing)."""
@@ -106,7 +106,7 @@ def test_in_process_restart_drops_a_reference_handed_over_while_down():
     from types import SimpleNamespace
     from test_setpoint_shaping import make
     from robot_dynamics.control import JointReference
-    from robot_dynamics.nodes.franka_bridge import FrankaBridge
+    from robot_dynamics.hardware.franka_loop import FrankaLoop
     loop, p, _ = make("panda", "franka_joint_impedance", compensate_gravity=False)
     fake = SimpleNamespace(loop=loop, loop_lock=threading.Lock())
     q0 = np.array([0.0, -0.4, 0.0, -2.0, 0.0, 1.6, 0.8])
@@ -122,7 +122,7 @@ def test_in_process_restart_drops_a_reference_handed_over_while_down():
     target[0] += STEP
     ok, why = loop.set_reference(JointReference(target, None), "target_joint_state")
     assert ok, why
-    FrankaBridge._loop_activate(fake)              # ~/recover: restart from zero torque
+    FrankaLoop._loop_activate(fake)              # ~/recover: restart from zero torque
     taus = []
     for _ in range(1500):                          # the arm still at q0 (a stiff plant: the question is
         loop.update_state(q0, np.zeros(7), t)      # where the law pulls, not where the arm goes)

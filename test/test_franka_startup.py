@@ -10,6 +10,7 @@ import pytest
 franky = pytest.importorskip("franky")
 
 from robot_dynamics.hardware import franka as fh  # noqa: E402
+from robot_dynamics.hardware import franka_commands as fc  # noqa: E402
 
 # libfranka's text when the thread cannot get SCHED_FIFO (robot.cpp / control_loop.cpp, RealtimeConfig
 # kEnforce on a real-time kernel without the rights): not producible on this host (root, no RT kernel)
@@ -65,11 +66,11 @@ def test_realtime_kernel_agrees_with_libfranka():
 def test_guard_reason_names_what_it_measured():
     dq = [0.1, 0.2, 31.0, 0.0, 0.0, 0.0, 0.0]
     vlim = [2.62, 2.62, 2.62, 2.62, 5.26, 4.18, 5.26]
-    checked = fh.guard_reason(0.93, dq, True, "/torque_controller", vlim)
+    checked = fc.guard_reason(0.93, dq, True, "/torque_controller", vlim)
     assert "fraction 0.93" in checked and "joint 3 at 31.00 rad/s" in checked and "11.8 x" in checked
     assert "not double compensation" in checked
     assert "set <controller>.compensate_gravity" not in checked      # already false: not the cause
-    unchecked = fh.guard_reason(0.93, dq, False, "")
+    unchecked = fc.guard_reason(0.93, dq, False, "")
     assert "compensate_gravity: false" in unchecked and "joint 3 at 31.00 rad/s" in unchecked
 
 

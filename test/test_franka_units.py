@@ -1,4 +1,4 @@
-"""The ROS-free parts of the Franka bridge (robot_dynamics/hardware/franka.py), without a robot:
+"""The ROS-free parts of the Franka bridge (robot_dynamics/hardware/franka.py, franka_commands.py), without a robot:
 URDF preparation, the model cross-check, the gravity guard and the command gate.
 
 Oracles: Pinocchio called directly on the URDF franky-sim serves (the robot's own model is built the
@@ -19,6 +19,7 @@ if _spec is None:
 
 from robot_dynamics.dynamics import Model, PinocchioBackend  # noqa: E402
 from robot_dynamics.hardware import franka as fh  # noqa: E402
+from robot_dynamics.hardware import franka_commands as fc  # noqa: E402
 
 FR3_URDF = (Path(_spec.origin).parent / "assets" / "fr3_clean.urdf").read_text()   # what franky-sim serves
 EE = (0.73, np.array([-0.01, 0.0, 0.03]), np.diag([0.001, 0.0025, 0.0017]))      # franky-sim's hand
@@ -119,7 +120,7 @@ def test_payload_checked_as_libfranka_takes_it():
 def test_gravity_guard():
     g = np.array([0.0, -29.8, 0.0, 22.3, 0.8, 2.2, 0.0])
     still = np.zeros(7)
-    guard = fh.GravityGuard(persist=0.02)
+    guard = fc.GravityGuard(persist=0.02)
     # the command is g(q) (double compensation): trips once it persisted 20 ms
     assert not guard.check(g, g, still, 0.0)
     assert not guard.check(g, g, still, 0.01)
@@ -137,19 +138,19 @@ def test_gravity_guard():
     fast = np.full(7, 3.0)
     guard.reset()
     assert not guard.check(g, g, fast, 0.0) and guard.check(g, g, fast, 0.021)
-    limited = fh.GravityGuard(persist=0.02, max_speed=0.5)
+    limited = fc.GravityGuard(persist=0.02, max_speed=0.5)
     assert not any(limited.check(g, g, fast, t) for t in np.arange(0, 0.2, 0.001))
 
 
 def test_command_gate_start_watchdog_stop_and_resume_without_jump():
-    gate = fh.CommandGate(command_timeout=0.1, ramp_time=0.5, stop_damping=np.full(7, 10.0))
+    gate = fc.CommandGate(command_timeout=0.1, ramp_time=0.5, stop_damping=np.full(7, 10.0))
     cmd = np.array([5.0, -3.0, 2.0, 1.0, 0.5, -0.5, 0.2])
     dq = np.array([0.1, 0, 0, 0, 0, 0, -0.2])
     # waiting: damping, -D dq
     assert np.allclose(gate.on_cycle(dq, 0.0), -10.0 * dq)
     # not permitted (checks pending): commands are not applied
     gate.permitted = False
-    assert gate.on_command(cmd, 0.0) is None and gate.state == fh.WAITING
+    assert gate.on_command(cmd, 0.0) is None and gate.state == fc.WAITING
     gate.permitted = True
     # first command blended in from the applied torque over ramp_time
     gate.applied = np.zeros(7)
@@ -162,12 +163,12 @@ def test_command_gate_start_watchdog_stop_and_resume_without_jump():
     assert gate.stop_q is None
     # no command for more than command_timeout: stopped, damping; where the arm was, kept
     out = gate.on_cycle(dq, 1.6 + 0.11, q_trip)
-    assert gate.state == fh.STOPPED and gate.n_watchdog == 1 and np.allclose(out, -10.0 * dq)
+    assert gate.state == fc.STOPPED and gate.n_watchdog == 1 and np.allclose(out, -10.0 * dq)
     assert np.array_equal(gate.stop_q, q_trip) and np.array_equal(gate.stop_dq, dq)
     gate.on_cycle(2 * dq, 1.75, q_fresh)                        # stopped: the trip's record stays
     assert np.array_equal(gate.stop_q, q_trip) and np.array_equal(gate.stop_dq, dq)
     assert gate.on_command(cmd, 1.8) is None                   # no automatic resume
-    assert gate.state == fh.STOPPED
+    assert gate.state == fc.STOPPED
     # explicit resume: from the damping torque being applied, blended, no jump
     assert gate.resume(2.0)
     stop_tau = gate.applied.copy()

@@ -106,7 +106,7 @@ def node_params(path):
 
 
 def controller_specs():
-    cn = pytest.importorskip("robot_dynamics.nodes.controller_node")
+    cn = pytest.importorskip("robot_dynamics.nodes.controller.params")
     return {s.name: s.default for s in cn.all_param_specs()}
 
 
@@ -177,7 +177,8 @@ def test_launch_file_structure(path):
         if pkg == PACKAGE:
             assert exe in scripts, f"{exe} is not a console script of setup.py ({sorted(scripts)})"
             module = scripts[exe].split(":")[0]
-            assert (ROOT / (module.replace(".", "/") + ".py")).is_file(), module
+            mod = ROOT / module.replace(".", "/")         # a module, or a package (nodes/controller/)
+            assert mod.with_suffix(".py").is_file() or (mod / "__init__.py").is_file(), module
         else:
             assert (pkg, exe) in KNOWN_EXTERNAL, f"unknown external executable {pkg}/{exe}"
     # included launch files of other packages

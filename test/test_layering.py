@@ -1,4 +1,5 @@
-"""Data flows one way: dynamics/ and control/ (and sim/) never import rclpy or ROS messages."""
+"""Data flows one way: dynamics/ and control/ (and sim/, and hardware/: the robots' protocol loops, e.g.
+hardware/franka_loop.py) never import rclpy or ROS messages."""
 import ast
 import subprocess
 import sys
@@ -22,7 +23,7 @@ def _imports(path):
             yield "robot_dynamics.nodes"
 
 
-@pytest.mark.parametrize("layer", ["dynamics", "control", "sim"])
+@pytest.mark.parametrize("layer", ["dynamics", "control", "sim", "hardware"])
 def test_pure_layers_import_no_ros(layer):
     files = sorted((PKG / layer).rglob("*.py"))
     assert files, f"no source in {layer}/"
@@ -32,7 +33,8 @@ def test_pure_layers_import_no_ros(layer):
 
 
 def test_importing_pure_layers_loads_no_ros():
-    code = ("import sys, robot_dynamics.dynamics, robot_dynamics.control, robot_dynamics.sim; "
+    code = ("import sys, robot_dynamics.dynamics, robot_dynamics.control, robot_dynamics.sim, "
+            "robot_dynamics.hardware.franka_loop; "
             f"bad = [m for m in sys.modules if m.split('.')[0] in {ROS_MODULES!r}]; "
             "print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,

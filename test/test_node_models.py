@@ -15,7 +15,7 @@ from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 
-from robot_dynamics.nodes.controller_node import TorqueControllerNode  # noqa: E402
+from robot_dynamics.nodes.controller import TorqueControllerNode  # noqa: E402
 from robustness_harness import SpinThread  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -42,7 +42,7 @@ def test_node_identify_attach_and_hold(ros, tmp_path):
 
     from robot_dynamics.dynamics import Model
     from robot_dynamics.nodes.probe import Probe
-    from robot_dynamics.nodes.controller_node import QOS_LATCHED as LATCHED
+    from robot_dynamics.nodes.controller.inputs import QOS_LATCHED as LATCHED
     from robot_dynamics.nodes.processes import RT_TEST, NodeProcesses, start_sim_and_controller
     model = Model.from_robot("panda")
     procs = NodeProcesses(log_dir=tmp_path)

@@ -22,7 +22,7 @@ PRIO = 30                    # below the system tests' 40 and ros2_control's 50
 
 SIM = ("robot_dynamics.nodes.sim_node", "mujoco_sim", {"robot": "panda", "publish_rate": 200.0,
                                                        "diagnostics_period": 0.3})
-CTL = ("robot_dynamics.nodes.controller_node", "torque_controller",
+CTL = ("robot_dynamics.nodes.controller", "torque_controller",
        {"robot": "panda", "robot_description_timeout": 0.0, "diagnostics_period": 0.3})
 
 

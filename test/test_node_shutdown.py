@@ -102,7 +102,7 @@ def test_controller_publishes_safe_command_on_double_sigint(tmp_path):
                  "-p", "publish_rate:=500.0", "-p", f"command_topic:={topic}"])
     pf = params_file("torque_controller", {**CONTROLLER_OVERRIDES, "safe_command": "zero",
                                            "command_topic": topic}, str(tmp_path))
-    ctl = start("robot_dynamics.nodes.controller_node", tmp_path / "ctl.log",
+    ctl = start("robot_dynamics.nodes.controller", tmp_path / "ctl.log",
                 ["-r", "__node:=torque_controller",
                  "--params-file", str(config_path("panda_gravity_compensation.yaml")), "--params-file", pf])
     got = []

@@ -13,6 +13,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NODES = ("controller_node", "sim_node", "echo_node", "franka_bridge")
+# the module each console script runs (the controller node is the package nodes/controller/)
+MODULE = {"controller_node": "controller"}
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +54,7 @@ def test_wheel_installs_executables_where_ros2_run_looks(wheel):
         # the interpreter that built (and installs) it, not `#!/usr/bin/env python3`, which finds the
         # system Python outside an activated venv
         assert text.splitlines()[0] == "#!" + sys.executable, text.splitlines()[0]
-        assert f"robot_dynamics.nodes.{node} import main" in text
+        assert f"robot_dynamics.nodes.{MODULE.get(node, node)} import main" in text
     entry_points = wheel.read("robot_dynamics-0.1.0.dist-info/entry_points.txt").decode()
     for node in NODES + ("robot_dynamics_demo",):
         assert f"{node} = " in entry_points

@@ -18,7 +18,7 @@ from rclpy.parameter import Parameter  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 
 from robot_dynamics.dynamics import robots  # noqa: E402
-from robot_dynamics.nodes.controller_node import TorqueControllerNode  # noqa: E402
+from robot_dynamics.nodes.controller import TorqueControllerNode  # noqa: E402
 from robustness_harness import SpinThread  # noqa: E402
 
 TIMEOUT = 30.0

@@ -276,7 +276,7 @@ PARAM_VALUES = st.one_of(
 @PURE
 @given(st.data())
 def test_check_value_fuzz(data):
-    from robot_dynamics.nodes.controller_node import all_param_specs
+    from robot_dynamics.nodes.controller.params import all_param_specs
     specs = all_param_specs()
     with case("parameters"):
         spec = data.draw(st.sampled_from(specs))

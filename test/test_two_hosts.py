@@ -55,7 +55,7 @@ PARTITION = 0.2
 # reported in their log, and they run as before), the recorders at FIFO 60: the scheduling allowance
 # then covers a loaded CI machine
 RT = [sys.executable, "-m", "robot_dynamics.realtime", "--policy", "fifo", "--priority", "50", "-m"]
-CONTROLLER = "robot_dynamics.nodes.controller_node"
+CONTROLLER = "robot_dynamics.nodes.controller"
 
 WHY = netns.why_unavailable()
 pytestmark = [pytest.mark.system,

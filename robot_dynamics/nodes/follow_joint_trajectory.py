@@ -1,7 +1,8 @@
 """`~/follow_joint_trajectory` (control_msgs/action/FollowJointTrajectory) on the torque controller node,
 for joint_impedance and computed_torque, with ros2_controllers' JointTrajectoryController semantics
 (the checks, the tolerances and the ends: control/trajectory_goal.py).  A mixin of
-TorqueControllerNode; the ROS plumbing only:
+TorqueControllerNode and of the Franka bridge in in_process mode (nodes/franka_in_process.py: its
+loop runs on the robot's time, `_fjt_times`); the ROS plumbing only:
 
 - goal callback (executor): rejected while the controller is not active (as JTC), else accepted;
 - execute callback (executor, a coroutine): the goal message -> plain values -> prepare_goal
@@ -173,16 +174,21 @@ class FollowJointTrajectoryServer:
             hold = np.array(law.q_d if law.q_d is not None else c.loop.q, dtype=float)
         pts = tr.points
         st = tr.header.stamp
-        stamp = (st.sec + 1e-9 * st.nanosec) if (st.sec or st.nanosec) else None
+        stamp, now = self._fjt_times((st.sec + 1e-9 * st.nanosec) if (st.sec or st.nanosec) else None)
         return prepare_goal(
             names, list(tr.joint_names), [_sec(x.time_from_start) for x in pts], [x.positions for x in pts],
             [x.velocities for x in pts], [x.accelerations for x in pts], [x.effort for x in pts], hold, defaults,
             [(t.name, t.position, t.velocity, t.acceleration) for t in goal.path_tolerance],
             [(t.name, t.position, t.velocity, t.acceleration) for t in goal.goal_tolerance],
-            _sec(goal.goal_time_tolerance), stamp, self._clock_handle.get_now().nanoseconds * 1e-9,
+            _sec(goal.goal_time_tolerance), stamp, now,
             allow_partial=bool(p("allow_partial_joints_goal")),
             allow_nonzero_end_velocity=bool(p("allow_nonzero_velocity_at_trajectory_end")),
             lower=c.model.lower_limits, upper=c.model.upper_limits)
+
+    def _fjt_times(self, stamp):
+        """(header.stamp, now) on the loop's clock [s]: the node's ROS clock, which the controller
+        node's loop runs on (a front end whose loop runs on another clock converts both)."""
+        return stamp, self._clock_handle.get_now().nanoseconds * 1e-9
 
     def _fjt_result(self, code, message):
         return self._FJT.Result(error_code=int(code), error_string=message)

@@ -186,7 +186,7 @@ def start_sim_and_controller(procs, robot="panda", controller="gravity_compensat
     sim = procs.start("robot_dynamics.nodes.sim_node", name="mujoco_sim",
                       params_files=[config_path(f"sim_{robot}.yaml")],
                       params={**SIM_OVERRIDES, **(sim_params or {})}, realtime=realtime)
-    ctl = procs.start("robot_dynamics.nodes.controller_node", name="torque_controller",
+    ctl = procs.start("robot_dynamics.nodes.controller", name="torque_controller",
                       params_files=[config_path(f"{robot}_{controller}.yaml")],
                       params={**CONTROLLER_OVERRIDES, **(controller_params or {})}, realtime=realtime)
     return sim, ctl

@@ -9,16 +9,36 @@ through rclpy's deserialization).  A mixin of TorqueControllerNode."""
 import time
 
 import numpy as np
-from rclpy.serialization import deserialize_message
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from geometry_msgs.msg import PoseStamped, Transform, Twist, TwistStamped, WrenchStamped
+from rclpy.serialization import deserialize_message, serialize_message
+from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory as JointTrajectoryMsg
-from trajectory_msgs.msg import MultiDOFJointTrajectory
+from trajectory_msgs.msg import JointTrajectoryPoint, MultiDOFJointTrajectory, MultiDOFJointTrajectoryPoint
 
-from ..control import CartesianReference, JointReference, JointTrajectory
-from .cartesian_refs import cartesian_trajectory_from_msg, twist_from_msg
-from .cdr_trajectory import read_joint_trajectory, read_multidof_trajectory
-from .common import map_joint_values, pose_to_rp, trajectory_arrays, wrench_to_array
+from ...control import CartesianReference, JointReference, JointTrajectory
+from ..cartesian_refs import cartesian_trajectory_from_msg, twist_from_msg
+from ..cdr_trajectory import read_joint_trajectory, read_multidof_trajectory
+from ..common import map_joint_values, pose_to_rp, trajectory_arrays, wrench_to_array
 
+# the joint-state input and the command output take their QoS from parameters (qos_*, output_qos_*).
+# QOS_SENSOR is the wrench input's; QOS_LATCHED the robot description's (and ~/payload_estimate's).
+QOS_SENSOR = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
+QOS_REFERENCE = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE)
+QOS_LATCHED = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
 TARGET_TWIST_MAX_AGE = 0.1       # s: a ~/target_twist older than this is not paired with a ~/target_pose
+
+
+def warm_type_supports():
+    """Serialize and deserialize one message of every reference type (with a point each), so that the
+    first reference a user sends does not pay rclpy's lazy import of the nested types' conversion code
+    (50-80 ms for a MultiDOFJointTrajectory) in the executor while the control thread waits."""
+    jt = JointTrajectoryMsg(points=[JointTrajectoryPoint(positions=[0.0], velocities=[0.0])])
+    mt = MultiDOFJointTrajectory(points=[MultiDOFJointTrajectoryPoint(
+        transforms=[Transform()], velocities=[Twist()], accelerations=[Twist()])])
+    for m in (jt, mt, PoseStamped(), TwistStamped(), WrenchStamped(), JointState()):
+        deserialize_message(serialize_message(m), type(m))
 
 
 class ReferenceInputs:

@@ -1,14 +1,14 @@
 """The torque controller node's interface tables: its parameters (the control loop's, from
 control/params.py, and the node's own: model source, topics, QoS, trigger, lifecycle, executor, the
 real-time option), topics and services, and the Markdown tables the README carries
-(`python -m robot_dynamics.nodes.controller_node --print-params`)."""
+(`python -m robot_dynamics.nodes.controller --print-params`)."""
 from rclpy.parameter import Parameter
 
-from ..control import params as loop_params
-from .. import realtime
-from .common import (EXECUTORS, RELIABILITIES, ParamSpec, params_table_markdown, parse_xacro_args,  # noqa: F401
+from ...control import params as loop_params
+from ... import realtime
+from ..common import (EXECUTORS, RELIABILITIES, ParamSpec, params_table_markdown, parse_xacro_args,  # noqa: F401
                      ros_param_spec)
-from .follow_joint_trajectory import FJT_PARAMS
+from ..follow_joint_trajectory import FJT_PARAMS
 
 T = Parameter.Type
 

@@ -21,7 +21,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray
 from visualization_msgs.msg import Marker, MarkerArray
 
-from .cdr import Float64ArrayCdr
+from ..cdr import Float64ArrayCdr
 
 STATE_SUBS_CHECK_PERIOD = 0.1        # s between get_subscription_count() calls on ~/state
 QOS_COLLISION = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,

@@ -8,10 +8,10 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import InertiaStamped
 from rcl_interfaces.msg import SetParametersResult
 
-from .. import realtime
-from ..control.params import SIX_KEYS
-from .common import REJECT_REASONS, SILENT_AFTER, check_value, silent_publisher_hint, trigger_handler
-from .controller_params import LOOP_PARAM_NAMES
+from ... import realtime
+from ...control.params import SIX_KEYS
+from ..common import REJECT_REASONS, SILENT_AFTER, check_value, silent_publisher_hint, trigger_handler
+from .params import LOOP_PARAM_NAMES
 
 DIAG_LEVELS = {0: DiagnosticStatus.OK, 1: DiagnosticStatus.WARN, 2: DiagnosticStatus.ERROR}
 
