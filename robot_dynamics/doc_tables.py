@@ -119,8 +119,14 @@ def franka_bridge_specs():
     rows = _table_rows(franka_bridge.PARAMETERS, live=franka_bridge.FrankaBridge.LIVE,
                        section_of=lambda n: "real time (rt_*)" if n.startswith("rt_") else "bridge")
     own = set(franka_bridge.PARAMETERS)
-    rows += [_from_param_spec(ros_param_spec(s), "in_process: the control loop (" + _section_of(s.name) + ")")
-             for s in loop_param_specs() if s.name not in own]
+    for s in loop_param_specs():
+        if s.name in own:
+            continue
+        r = _from_param_spec(ros_param_spec(s), "in_process: the control loop (" + _section_of(s.name) + ")")
+        if s.name.endswith(".compensate_gravity"):     # FrankaBridge._build_loop forces it (and refuses true)
+            r.default = "False"
+            r.description += " (the bridge forces false: the Franka adds gravity itself; true is refused)"
+        rows.append(r)
     return rows
 
 
