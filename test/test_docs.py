@@ -174,3 +174,23 @@ def test_pattern_rows_cover_only_their_pattern():
     assert not doc_tables.covers(rows, "constraints..goal")
     assert not doc_tables.covers(rows, "constraints.panda_joint1.speed")
     assert not doc_tables.covers(rows, "no_such_parameter")
+
+
+def test_readme_is_the_entry_and_history_stays_out_of_the_manual():
+    """The README stays an entry page (at most about 300 lines, the two commands in it), and no dated
+    measurement history (a date, a short commit hash, an issue number) is in it or in the manual's
+    pages but the benchmarks page (the history is in CHANGELOG.rst)."""
+    import glob
+    import re
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    assert len(readme.splitlines()) <= 300
+    assert "./run.sh demo" in readme and "./run.sh test" in readme
+    dated = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b|\bissue \d+|\bat [0-9a-f]{7}\b|\([0-9a-f]{7}\)")
+    pages = [os.path.join(ROOT, "README.md")] + [p for p in glob.glob(os.path.join(DOC, "*.md"))
+                                                  if not p.endswith("benchmarks.md")]
+    found = []
+    for p in pages:
+        for i, line in enumerate(open(p).read().splitlines(), 1):
+            if dated.search(line):
+                found.append(f"{os.path.relpath(p, ROOT)}:{i}: {line.strip()[:100]}")
+    assert not found, "dated history outside the benchmarks page:\n" + "\n".join(found)
