@@ -61,4 +61,6 @@ def setup(app):
 
 html_theme = "alabaster"
 html_title = "robot_dynamics manual"
-html_static_path = []
+html_static_path = ["_static"]
+html_css_files = ["custom.css"]
+html_theme_options = {"page_width": "1280px", "sidebar_width": "230px", "body_max_width": "none"}
