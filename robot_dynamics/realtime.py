@@ -31,7 +31,7 @@ What each setting does (Linux):
 
 Defaults change nothing, so a laptop without privileges runs as before.  On a PREEMPT_RT machine:
 sched_policy fifo, sched_priority 50-80 (below the NIC's threaded IRQs), lock_memory true, cpu_affinity
-an isolated core, gc_mode manual; see the README section "Real time and two hosts".
+an isolated core, gc_mode manual; see the manual's page "Real time and two hosts" (doc/realtime.md).
 """
 import ctypes
 import ctypes.util

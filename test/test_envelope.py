@@ -508,18 +508,18 @@ def test_cartesian_trajectory_under_a_speed_limit_and_switching_the_envelope_off
 
 
 def test_the_readme_example_holds_the_start_pose_without_a_word():
-    """Bug: the README's example envelope has the package's own start pose (config/sim_panda.yaml's
+    """Bug: the manual's example envelope (doc/safety.md) has the package's own start pose (config/sim_panda.yaml's
     initial_positions, the 'ready' pose) outside or within its margin: a user copying it would have the
     arm repelled or stopped at start (panda_link4 was 45 mm outside the box's xmin -0.2).  The example
-    YAML, read from the README, applied as the loop's parameters: every listed frame's sphere clears
+    YAML, read from that page, applied as the loop's parameters: every listed frame's sphere clears
     every plane and box face by more than safety.margin there (the clearances from the reference
     backend's forward kinematics)."""
     import pathlib
     import re
     import yaml
     root = pathlib.Path(__file__).resolve().parents[1]
-    text = (root / "README.md").read_text()
-    section = text[text.index("### Cartesian safety envelope"):]
+    text = (root / "doc" / "safety.md").read_text()          # the manual's page (it was the README's)
+    section = text[text.index("## Cartesian safety envelope"):]
     example = yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.S).group(1))
     p = example["torque_controller"]["ros__parameters"]
     q0 = np.array(yaml.safe_load((root / "config" / "sim_panda.yaml").read_text())

@@ -203,14 +203,14 @@ def ros_param_spec(spec):
 
 
 def params_table_markdown(specs):
-    """A Markdown table of the parameters (for the README)."""
-    rows = ["| parameter | type | default | description |", "|---|---|---|---|"]
+    """A Markdown table of the parameters, rendered as the manual renders them (robot_dynamics.doc_tables:
+    the ROS type rclpy declares, the 1-or-6 task-axis gains told as such)."""
+    from ..doc_tables import _from_param_spec
+    rows = ["| parameter | type | default | read | description |", "|---|---|---|---|---|"]
     for s in specs:
-        desc = s.description
-        d = s.descriptor()
-        if d.additional_constraints:
-            desc += f" ({d.additional_constraints})"
-        rows.append(f"| `{s.name}` | {s.type_name} | `{s.default_text()}` | {desc} |")
+        r = _from_param_spec(s)
+        desc = r.description.replace("|", "\\|")
+        rows.append(f"| `{r.name}` | {r.type} | `{r.default}` | {r.read} | {desc} |")
     return "\n".join(rows)
 
 

@@ -36,17 +36,26 @@ from .common import EXECUTORS, RELIABILITIES, make_executor, make_qos  # noqa: F
 from .runner import run
 
 
+# Every parameter the node declares: name -> (default, description), all read at start-up (the
+# manual's table is generated from it: robot_dynamics/doc_tables.py).
+PARAMETERS = {
+    "input_topic": ("/joint_states", "sensor_msgs/JointState input"),
+    "output_topic": ("/effort_controller/commands", "std_msgs/Float64MultiArray output: the positions echoed"),
+    "executor": ("single", "rclpy executor of main(): single, events or multi"),
+    "qos_reliability": ("reliable", "QoS reliability of the input: reliable or best_effort"),
+    "qos_depth": (10, "QoS history depth (KEEP_LAST) of the input"),
+    "output_qos_reliability": ("", "QoS reliability of the output; empty: qos_reliability"),
+    "output_qos_depth": (0, "QoS history depth of the output; 0: qos_depth"),
+    "mode": ("executor", "executor (a subscription callback publishes) or control_path (a thread waits on "
+                         "the subscription itself, nodes/control_path.py)"),
+}
+
+
 class EchoNode(Node):
     def __init__(self, node_name="echo_node", **kwargs):
         super().__init__(node_name, **kwargs)
-        self.declare_parameter("input_topic", "/joint_states")
-        self.declare_parameter("output_topic", "/effort_controller/commands")
-        self.declare_parameter("executor", "single")
-        self.declare_parameter("qos_reliability", "reliable")
-        self.declare_parameter("qos_depth", 10)
-        self.declare_parameter("output_qos_reliability", "")
-        self.declare_parameter("output_qos_depth", 0)
-        self.declare_parameter("mode", "executor")
+        for name, (default, _desc) in PARAMETERS.items():
+            self.declare_parameter(name, default)
         gp = self.get_parameter
         self.executor_name = gp("executor").value
         if self.executor_name not in EXECUTORS:

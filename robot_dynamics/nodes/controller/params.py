@@ -1,6 +1,6 @@
 """The torque controller node's interface tables: its parameters (the control loop's, from
 control/params.py, and the node's own: model source, topics, QoS, trigger, lifecycle, executor, the
-real-time option), topics and services, and the Markdown tables the README carries
+real-time option), topics and services, and their Markdown tables
 (`python -m robot_dynamics.nodes.controller --print-params`)."""
 from rclpy.parameter import Parameter
 
