@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pinocchio as pin
+from scipy.linalg import solve_triangular
 from scipy.linalg.lapack import dpotrf, dpotrs
 
 from ..dynamics.backends import PinocchioBackend
@@ -189,34 +190,36 @@ class CarryArm:
         self.fid = model.frame_ids[hand_frame]
         self.n = model.nv
         self._zero = np.zeros(self.n)
+        self._B = np.zeros((6, 6))                    # base axes -> world axes on [linear; angular]
+        self._B[:3, :3] = self._B[3:, 3:] = self.R_b
 
     def kinematics(self, q, v, dynamics=True):
         """World pose, Jacobian (6 x n, [linear; angular] world axes at the grasp point), twist and
-        Jdot v of the grasp frame; with dynamics also M (full), h = C v + g."""
-        pm, d, Rb = self.pm, self.data, self.R_b
+        Jdot v of the grasp frame; with dynamics also M (upper triangle: what dpotrf reads) and
+        h = C v + g."""
+        pm, d = self.pm, self.data
         if dynamics:
             pin.computeAllTerms(pm, d, q, v)
         else:
             pin.computeJointJacobians(pm, d, q)
         pin.forwardKinematics(pm, d, q, v, self._zero)
         M = pin.updateFramePlacement(pm, d, self.fid)
-        J = pin.getFrameJacobian(pm, d, self.fid, _LWA)
-        tw = pin.getFrameVelocity(pm, d, self.fid, _LWA).vector
-        acc = pin.getFrameClassicalAcceleration(pm, d, self.fid, _LWA).vector
+        B = self._B
         k = _Kin()
-        k.R, k.p = Rb @ M.rotation, Rb @ M.translation + self.p_b
-        k.J = np.vstack([Rb @ J[:3], Rb @ J[3:]])
-        k.v, k.w = Rb @ tw[:3], Rb @ tw[3:]
-        k.gamma = np.concatenate([Rb @ acc[:3], Rb @ acc[3:]])
+        k.R = self.R_b @ M.rotation
+        k.p = self.R_b @ M.translation + self.p_b
+        k.J = B @ pin.getFrameJacobian(pm, d, self.fid, _LWA)
+        tw = B @ pin.getFrameVelocity(pm, d, self.fid, _LWA).vector
+        k.v, k.w = tw[:3], tw[3:]
+        k.gamma = B @ pin.getFrameClassicalAcceleration(pm, d, self.fid, _LWA).vector
         k.q, k.qd = q, v
         if dynamics:
-            Mq = d.M
-            k.M = np.triu(Mq) + np.triu(Mq, 1).T
-            k.h = d.nle.copy()
+            k.M, k.h = d.M, d.nle
         # the object seen from this hand: T_o = T_h X
         k.R_o = k.R @ self.R_X
-        k.p_o = k.p + k.R @ self.p_X
-        k.v_o = k.v + _cross(k.w, k.p_o - k.p)
+        r = k.R @ self.p_X
+        k.p_o = k.p + r
+        k.v_o = k.v + _cross(k.w, r)
         return k
 
 
@@ -296,34 +299,41 @@ class CooperativeCarry:
         al_c = g.kr * e_r - g.dr * w_o
         Iw = R_o @ self.obj.inertia @ R_o.T
         W = np.concatenate([self.obj.mass * (a_c - _GRAVITY), Iw @ al_c + _cross(w_o, Iw @ w_o)])
-        self.info.update(p_d=p_d, e_p=p_d - p_o, e_r=e_r)
+        self.info.update(p_d=p_d, e_p=p_d - p_o, e_r=e_r, a_c=a_c, alpha_c=al_c)
         return a_c, al_c, W
 
     def hand_wrenches(self, p_o, k1, k2, W):
         """[w_1; w_2] = G^+ W + f_sq [n; 0; -n; 0] and n."""
         G = grasp_matrix(p_o, (k1.p, k2.p))
-        w = G.T @ np.linalg.solve(G @ G.T, W)
+        U, info = dpotrf(G @ G.T, lower=0)
+        w = G.T @ dpotrs(U, W, lower=0)[0]
         n = squeeze_direction(k1.p, k2.p)
         w[:3] += self.squeeze * n
         w[6:9] -= self.squeeze * n
         return w[:6], w[6:], n
 
-    def _arm_torque(self, i, k, F_task):
-        """tau = J^T F + h + N^T tau_0, with F = F_task + Lambda (xdd - Jdot v) folded in by the caller."""
-        a, g = self.arms[i], self.g
-        U, info = dpotrf(k.M, lower=0)
+    def _arm_torque(self, i, k, F, xdd):
+        """tau = J^T (F + Lambda (xdd - Jdot v)) + h + N^T tau_0 with N^T tau_0 = tau_0 - J^T Lambda J M^-1
+        tau_0, Lambda = (J M^-1 J^T)^-1, M = U^T U (LAPACK on M's upper triangle, no inverse formed).
+        Returns (tau, U_A) with U_A the Cholesky factor of Lambda^-1."""
+        g = self.g
+        U, info = dpotrf(k.M, lower=0, clean=0)
         if info:
             raise ValueError(f"arm {i}: mass matrix not positive definite")
         X = dpotrs(U, k.J.T, lower=0)[0]               # M^-1 J^T
-        A = k.J @ X                                    # Lambda^-1
+        UA, info = dpotrf(k.J @ X, lower=0)             # Lambda^-1 = J M^-1 J^T
+        if info:
+            raise ValueError(f"arm {i}: the grasp frame's Jacobian lost rank (singular)")
         tau0 = g.k_ns * (self.q_ns[i] - k.q) - g.d_ns * k.qd
-        # N^T tau0 = tau0 - J^T Lambda J M^-1 tau0
-        tau0 = tau0 - k.J.T @ np.linalg.solve(A, X.T @ tau0)
-        return k.J.T @ F_task + k.h + tau0, A
+        F = F + dpotrs(UA, xdd - k.gamma - X.T @ tau0, lower=0)[0]
+        return k.J.T @ F + k.h + tau0, UA
 
-    def compute(self, t, states):
+    def compute(self, t, states, arms=(0, 1)):
         """states: [(q_i, v_i, stamp_i)] per arm (stamp: the law time the state was measured; None or a
-        non-finite q/v marks the arm lost).  Returns [tau_1, tau_2] (each arm's model order)."""
+        non-finite q/v marks the arm lost).  Returns [tau_1, tau_2] (each arm's model order).
+        arms: the arms whose torques to compute (the others' are None): (0, 1) is one controller for
+        both arms; (i,) is arm i's own controller in a pair of controllers sharing their states (the
+        partner's kinematics only, no dynamics)."""
         ok = []
         for i, s in enumerate(states):
             good = s is not None and s[2] is not None and math.isfinite(s[2]) and \
@@ -334,12 +344,12 @@ class CooperativeCarry:
             if good:
                 self.last[i] = (q, v)
             ok.append(good)
-        kins = [self.arms[i].kinematics(*self.last[i]) for i in range(2)]
+        kins = [self.arms[i].kinematics(*self.last[i], dynamics=i in arms) for i in range(2)]
         for i in range(2):
             if not ok[i] and not self.lost[i]:
                 self.lost[i] = True
         if any(self.lost):
-            return [self._hold(i, t, kins[i]) for i in range(2)]
+            return [self._hold(i, t, kins[i]) if i in arms else None for i in range(2)]
         k1, k2 = kins
         R_o, p_o, v_o, w_o = self.object_state(k1, k2)
         a_c, al_c, W = self.object_wrench(t, R_o, p_o, v_o, w_o)
@@ -347,6 +357,9 @@ class CooperativeCarry:
         P = np.eye(3) - np.outer(n, n)
         g, out = self.g, []
         for i, (k, w) in enumerate(((k1, w1), (k2, w2))):
+            if i not in arms:
+                out.append(None)
+                continue
             arm = self.arms[i]
             r = k.p - p_o
             xdd = np.concatenate([a_c + _cross(al_c, r) + _cross(w_o, _cross(w_o, r)), al_c])
@@ -356,10 +369,7 @@ class CooperativeCarry:
             F = w.copy()
             F[:3] += P @ (g.k_rel * (p_hd - k.p) + g.d_rel * (v_hd - k.v))
             F[3:] += g.k_rel_rot * pin.log3(R_hd @ k.R.T) + g.d_rel_rot * (w_o - k.w)
-            # Lambda (xdd - Jdot v) through A = Lambda^-1
-            tau, A = self._arm_torque(i, k, F)
-            tau += k.J.T @ np.linalg.solve(A, xdd - k.gamma)
-            out.append(tau)
+            out.append(self._arm_torque(i, k, F, xdd)[0])
             self.hold[i] = (k.R.copy(), k.p.copy(), w.copy())
         self.info.update(w1=w1, w2=w2, n=n, p_o=p_o, R_o=R_o, squeeze=internal_force(w1, w2, n))
         return out
@@ -374,11 +384,13 @@ class CooperativeCarry:
         t_h, R, p, w = self.hold[i]
         fade = max(0.0, 1.0 - (t - t_h) / self.release_time) if self.release_time > 0 else 0.0
         e = np.concatenate([g.hold_k * (p - k.p), g.hold_k_rot * pin.log3(R @ k.R.T)])
-        tau, A = self._arm_torque(i, k, fade * w + e)
-        # damping 2 zeta sqrt(K Lambda) per axis, on the diagonal of Lambda (a stiff, passive hold)
-        Lam = np.linalg.inv(A)
+        tau, UA = self._arm_torque(i, k, fade * w + e, np.zeros(6))
+        # damping 2 zeta sqrt(K Lambda_jj) per axis (Lambda's diagonal: a passive hold, critically
+        # damped axis by axis on the hand's own inertia)
+        Uinv = solve_triangular(UA, np.eye(6))
+        lam = np.einsum("ij,ij->i", Uinv, Uinv)      # diag(Lambda) = diag(U^-1 U^-T)
         kk = np.array([g.hold_k] * 3 + [g.hold_k_rot] * 3)
-        D = 2.0 * g.hold_zeta * np.sqrt(kk * np.clip(np.diag(Lam), 0.0, None))
+        D = 2.0 * g.hold_zeta * np.sqrt(kk * lam)
         tau -= k.J.T @ (D * np.concatenate([k.v, k.w]))
         return tau
 
