@@ -32,11 +32,14 @@ def _yaw(a):
 
 class CarryWorld:
     def __init__(self, arms, obj, box_size, box_pose, q0, dt=0.001, friction=1.0,
-                 integrator="implicitfast", pad_solref=(0.004, 1.0), noslip_iterations=10, impratio=10.0):
+                 integrator="implicitfast", pad_solref=(0.004, 1.0), noslip_iterations=10, impratio=10.0,
+                 sim_kw=None):
         self.arms, self.obj = arms, obj
         self.box_size = np.asarray(box_size, float)
         self.model = Model.from_urdf_string(pair_urdf(arms))
-        self.sim = sim = MujocoSim(self.model, dt=dt, integrator=integrator)
+        # sim_kw: MujocoSim's own options for both arms (damping, friction, armature: unmodelled joint
+        # losses), joint order a1_* then a2_*
+        self.sim = sim = MujocoSim(self.model, dt=dt, integrator=integrator, **(sim_kw or {}))
         spec = sim.spec
         spec.option.noslip_iterations = int(noslip_iterations)
         spec.option.impratio = float(impratio)
