@@ -296,3 +296,39 @@ def test_partner_killed_mid_carry_both_arms_rest():
     assert p_hold is not None
     assert np.linalg.norm(w.hand_pose(0)[1] - p_hold) < 0.02
     assert max(np.max(np.abs(w.arm_state(i)[1])) for i in range(2)) < 0.02
+
+
+def test_approach_from_ready_pose_then_lift():
+    """From the cell's start (both arms at the Panda's ready pose): HandApproach takes each grasp frame
+    along its HandPath (down to the pre-grasp pose 3 cm out, then in to the box face) without touching
+    the box (MuJoCo: no arm-box contact, box moved < 0.1 mm), ends within 1 mm of the grasp; the carry
+    law then squeezes and lifts the box 5 cm (MuJoCo's box within 5 mm of the trajectory, off the
+    table)."""
+    from robot_dynamics.control.cooperative import HandApproach, HandPath
+    cell = two_panda_cell(integrator="implicitfast")
+    carry = CellCarry(cell)
+    cell.reset()
+    st = carry.states(cell, 0.0)
+    paths = []
+    for i, arm in enumerate(carry.arms):
+        k = arm.kinematics(*st[i][:2], dynamics=False)
+        R_g, p_pre = carry.pre_grasp[i]
+        paths.append(HandPath([(k.R, k.p), (R_g, p_pre), (R_g, p_pre + 0.03 * R_g[:, 1])], t0=0.2))
+    app = HandApproach(carry.arms, paths, [s[0] for s in st])
+    p0 = carry.box_pose()[1]
+    while cell.t < app.end + 0.2:
+        cell.step(commands=carry.commands(app.compute(cell.t, carry.states(cell, cell.t))))
+        if cell.t < app.end - 0.05:
+            assert not [c for c in cell.contacts() if "box" in c[:2] and ("left" in c[:2] or "right" in c[:2])]
+    assert np.linalg.norm(carry.box_pose()[1] - p0) < 1e-4
+    for i, ns in enumerate(carry.ns):
+        k = carry.arms[i].kinematics(carry.q_grasp[ns], np.zeros(7), dynamics=False)
+        assert np.linalg.norm(carry.hand_pose(i)[1] - k.p) < 1e-3
+    law = carry.law(squeeze=SQUEEZE)
+    t0 = cell.t
+    law.reset(t0, carry.states(cell))
+    while cell.t < t0 + 2.3:                            # lifted, in the dwell
+        cell.step(commands=carry.commands(law.compute(cell.t, carry.states(cell, cell.t))))
+        assert np.linalg.norm(carry.box_pose()[1] - carry.trajectory.sample(cell.t - t0)[0]) < 5e-3
+    assert carry.box_pose()[1][2] > p0[2] + 0.045
+    assert not [c for c in cell.contacts() if "table" in c[:2] and "box" in c[:2]]

@@ -37,14 +37,20 @@ grasp (equal and opposite on the two hands: a relative motion); P_int removes it
 the relative stiffness holds the five other internal directions (shear, bending, twist) while the
 squeeze direction is force-controlled only (no stiffness fights f_sq).
 
-Why not the closed-chain KKT system itself at 1 kHz: `cell_chain` builds the pair as one closed chain
-(arm 1 carrying the object, arm 2's hand welded to it by a `FrameConstraint`, "fixed" closure): its
-multiplier is the wrench the object applies on hand 2, i.e. the internal wrench of the cut.  The tests
-run the law's torques through that chain's constrained forward dynamics (reference layer, the KKT
-system) and check that the multiplier is the law's commanded hand-2 wrench (the set squeeze) and the
-object does not accelerate; the bench times one KKT solve of the 14-joint chain against the law above
-(bench/cell_carry.py: the KKT solve in the reference layer costs milliseconds, the law tens of
-microseconds, so the law uses the equivalent operational-space split on Pinocchio).
+The closed chain.  `cell_chain` builds the pair as one closed chain (arm 1 carrying the object, arm 2's
+hand welded to it by a `FrameConstraint`, "fixed" closure): its KKT multiplier is the wrench the object
+applies on hand 2, the internal wrench of the cut.  The law above is that chain's inverse dynamics split
+per arm: run through the chain's constrained forward dynamics (the reference layer's KKT solve), the
+law's torques give the object exactly (a_c, alpha_c) and a multiplier carrying the set squeeze
+(test_cooperative.py, to 1e-6).  Per cycle (bench/cell_carry.py, this 2-core host under load): the law
+for both arms 151 us median, one arm's share (the partner's kinematics only) 121 us; one forward KKT
+solve of the 14-joint chain 990 us in the reference layer, 4.4 us in Pinocchio's constraintDynamics.
+
+The form: one controller for both arms.  Two controllers cost about as much each (121 vs 151 us) but
+must exchange their states; with the partner's state 4 ms old (a DDS hop under load on these cores,
+DESIGN.md) the box's pose error grows five to ten times (0.06 -> 0.37 mm, 0.3 -> 2.7 mrad max), and the
+partner's loss is seen only as silence.  One controller sees both states of one instant.  `compute(...,
+arms=(i,))` still gives one arm's share for a split deployment.
 
 Partner lost: an arm whose state is older than `stale_after` (by the law's clock t, the stamps the
 caller gives) or not finite no longer counts: the other arm falls back to holding its own hand where it
@@ -244,6 +250,22 @@ class CarryGains:
     hold_zeta: float = 1.0     # damping ratio of the hold (on the hand's operational-space inertia)
 
 
+def _osc_torque(i, k, F, xdd, q_ns, g):
+    """tau = J^T (F + Lambda (xdd - Jdot v)) + h + N^T tau_0 with N^T tau_0 = tau_0 - J^T Lambda J M^-1
+    tau_0, Lambda = (J M^-1 J^T)^-1, M = U^T U (LAPACK on M's upper triangle, no inverse formed),
+    tau_0 = k_ns (q_ns - q) - d_ns v.  Returns (tau, U_A) with U_A the Cholesky factor of Lambda^-1."""
+    U, info = dpotrf(k.M, lower=0, clean=0)
+    if info:
+        raise ValueError(f"arm {i}: mass matrix not positive definite")
+    X = dpotrs(U, k.J.T, lower=0)[0]               # M^-1 J^T
+    UA, info = dpotrf(k.J @ X, lower=0)             # Lambda^-1 = J M^-1 J^T
+    if info:
+        raise ValueError(f"arm {i}: the grasp frame's Jacobian lost rank (singular)")
+    tau0 = g.k_ns * (q_ns - k.q) - g.d_ns * k.qd
+    F = F + dpotrs(UA, xdd - k.gamma - X.T @ tau0, lower=0)[0]
+    return k.J.T @ F + k.h + tau0, UA
+
+
 class CooperativeCarry:
     """Both arms' torques from both arms' states (see the module docstring for the law)."""
 
@@ -313,20 +335,7 @@ class CooperativeCarry:
         return w[:6], w[6:], n
 
     def _arm_torque(self, i, k, F, xdd):
-        """tau = J^T (F + Lambda (xdd - Jdot v)) + h + N^T tau_0 with N^T tau_0 = tau_0 - J^T Lambda J M^-1
-        tau_0, Lambda = (J M^-1 J^T)^-1, M = U^T U (LAPACK on M's upper triangle, no inverse formed).
-        Returns (tau, U_A) with U_A the Cholesky factor of Lambda^-1."""
-        g = self.g
-        U, info = dpotrf(k.M, lower=0, clean=0)
-        if info:
-            raise ValueError(f"arm {i}: mass matrix not positive definite")
-        X = dpotrs(U, k.J.T, lower=0)[0]               # M^-1 J^T
-        UA, info = dpotrf(k.J @ X, lower=0)             # Lambda^-1 = J M^-1 J^T
-        if info:
-            raise ValueError(f"arm {i}: the grasp frame's Jacobian lost rank (singular)")
-        tau0 = g.k_ns * (self.q_ns[i] - k.q) - g.d_ns * k.qd
-        F = F + dpotrs(UA, xdd - k.gamma - X.T @ tau0, lower=0)[0]
-        return k.J.T @ F + k.h + tau0, UA
+        return _osc_torque(i, k, F, xdd, self.q_ns[i], self.g)
 
     def compute(self, t, states, arms=(0, 1)):
         """states: [(q_i, v_i, stamp_i)] per arm (stamp: the law time the state was measured; None or a
@@ -393,6 +402,99 @@ class CooperativeCarry:
         D = 2.0 * g.hold_zeta * np.sqrt(kk * lam)
         tau -= k.J.T @ (D * np.concatenate([k.v, k.w]))
         return tau
+
+
+# ---- before the carry: the hands to the grasp ----
+class HandPath:
+    """A grasp frame's pose along straight legs between poses (R, p), each a quintic rest-to-rest blend
+    (position along the segment, rotation along the geodesic), timed by the slower of
+    1.875 |dp| / max_speed and 1.875 angle / max_rate; starts at t0."""
+
+    def __init__(self, poses, t0=0.0, max_speed=0.1, max_rate=0.5):
+        self.legs, t = [], float(t0)
+        for (R0, p0), (R1, p1) in zip(poses[:-1], poses[1:]):
+            dth = pin.log3(R0.T @ R1)
+            T = max(1.875 * np.linalg.norm(p1 - p0) / max_speed, 1.875 * np.linalg.norm(dth) / max_rate, 1e-3)
+            self.legs.append((t, T, R0, p0, R1, p1, dth))
+            t += T
+        self.first, self.last, self.end = poses[0], poses[-1], t
+
+    def sample(self, t):
+        """(R, p, [v; w], [a; alpha]) at time t (world axes)."""
+        z = np.zeros(6)
+        if t <= self.legs[0][0]:
+            return self.first[0], self.first[1], z, z
+        for t0, T, R0, p0, R1, p1, dth in self.legs:
+            if t <= t0 + T:
+                s = (t - t0) / T
+                f = s ** 3 * (10 - 15 * s + 6 * s * s)
+                fd = 30 * s * s * (1 - s) ** 2 / T
+                fdd = 60 * s * (1 - 3 * s + 2 * s * s) / (T * T)
+                w = R0 @ dth                                   # the geodesic's axis, world axes
+                return (R0 @ pin.exp3(f * dth), p0 + f * (p1 - p0), np.concatenate([fd * (p1 - p0), fd * w]),
+                        np.concatenate([fdd * (p1 - p0), fdd * w]))
+        return self.last[0], self.last[1], z, z
+
+
+class HandApproach:
+    """Each arm's grasp frame along its own HandPath (computed torque in task space, no contact
+    expected): F = Lambda (xdd_d + kp e + kd (xd_d - xd) - Jdot v), tau = J^T F + h + N^T tau_0;
+    e = [p_d - p; log3(R_d R^T)].  Posture: the q at construction."""
+
+    def __init__(self, arms, paths, q_now, kp=400.0, kd=40.0, gains=None):
+        self.arms, self.paths, self.kp, self.kd = list(arms), list(paths), float(kp), float(kd)
+        self.g = gains or CarryGains()
+        self.q_ns = [np.array(q, dtype=float) for q in q_now]
+        self.end = max(p.end for p in self.paths)
+
+    def compute(self, t, states):
+        out = []
+        for i, (arm, path, (q, v)) in enumerate(zip(self.arms, self.paths, [s[:2] for s in states])):
+            q, v = np.asarray(q, float), np.asarray(v, float)
+            if q.shape != (arm.n,) or v.shape != (arm.n,):
+                raise ValueError(f"arm {i} ({arm.name}): expected {arm.n} positions and velocities")
+            k = arm.kinematics(q, v)
+            R_d, p_d, xd_d, xdd_d = path.sample(t)
+            e = np.concatenate([p_d - k.p, pin.log3(R_d @ k.R.T)])
+            xdd = xdd_d + self.kp * e + self.kd * (xd_d - np.concatenate([k.v, k.w]))
+            out.append(_osc_torque(i, k, np.zeros(6), xdd, self.q_ns[i], self.g)[0])
+        return out
+
+    def error(self, states):
+        """Largest distance of a grasp frame from its path's end (m)."""
+        return max(float(np.linalg.norm(a.kinematics(np.asarray(s[0], float), np.zeros(a.n), dynamics=False).p
+                                        - p.last[1])) for a, p, s in zip(self.arms, self.paths, states))
+
+
+def plan_grasp(models, bases, box_pose, box_size, contact_offsets, hand_frame="panda_hand_tcp",
+               seed=(0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785), gap=0.03):
+    """The grasp of a box by two arms (hands pointing down beside it, each grasp frame's y axis along the
+    horizontal line from its arm's base to the box, `contact_offsets[i]` outside the face at the height
+    of the box's centre): ([CarryArm], [q_grasp] by IK, [pre-grasp pose] `gap` m further out)."""
+    from ..dynamics.ik import PositionIK
+    R_o, p_o = _pose(box_pose, "box pose")
+    size = np.asarray(box_size, dtype=float)
+    arms, qs, pre = [], [], []
+    for i, (model, base, off) in enumerate(zip(models, bases, contact_offsets)):
+        R_b, p_b = _pose(base, f"arm {i} base")
+        d = p_o - p_b
+        d[2] = 0.0
+        if np.linalg.norm(d) < 1e-6:
+            raise ValueError(f"arm {i}: the box is above its base: no grasp direction")
+        y_ax = d / np.linalg.norm(d)
+        z_ax = np.array([0.0, 0.0, -1.0])
+        R_h = np.column_stack([np.cross(y_ax, z_ax), y_ax, z_ax])
+        half = 0.5 * float(np.abs(R_o.T @ y_ax) @ size)
+        p_h = p_o - (half + float(off)) * y_ax
+        arm = CarryArm(model, base=(R_b, p_b), grasp=(R_h.T @ R_o, R_h.T @ (p_o - p_h)), hand_frame=hand_frame,
+                       name=f"arm {i}")
+        res = PositionIK(model, hand_frame).solve(np.asarray(seed, float), R_b.T @ (p_h - p_b), R_b.T @ R_h)
+        if not res.success:
+            raise ValueError(f"arm {i}: no grasp configuration ({res.status}): the box at {p_o} is out of its reach")
+        arms.append(arm)
+        qs.append(res.q)
+        pre.append((R_h, p_h - gap * y_ax))
+    return arms, qs, pre
 
 
 # ---- the pair as one closed chain (reference layer): oracle and timing ----

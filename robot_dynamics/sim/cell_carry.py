@@ -8,10 +8,11 @@ grasp configurations, and the carry trajectory.  No ROS.
     law.reset(0.0, carry.states(world))
     ... tau = law.compute(t, carry.states(world, t)); world.step(commands=carry.commands(tau))
 
-The grasp: each hand points down beside the box, its grasp frame's y axis (the fingers' closing
-direction) along the line from that arm's base to the box (horizontal), the grasp frame's origin
-`contact_offset` (default: the arm's link capsule radius, so that the hand's capsule touches the face)
-outside the box face, at the height of the box's centre.  X_i (the box in the grasp frame) follows.
+The grasp (control.cooperative.plan_grasp): each hand points down beside the box, its grasp frame's y
+axis (the fingers' closing direction) along the line from that arm's base to the box (horizontal), the
+grasp frame's origin `contact_offset` (default: the arm's link capsule radius, so that the hand's
+capsule touches the face) outside the box face, at the height of the box's centre.  X_i (the box in the
+grasp frame) follows; `pre_grasp` is each hand's pose 3 cm further out (for an approach from elsewhere).
 The trajectory: lift `lift` m, move `travel` (world, m) and back at up to `speed` m/s, set down.  In
 the shipped two-Panda cell the arms face each other along x, so the travel goes along y (the 0.2 m of
 the issue, across the arms' line).
@@ -22,10 +23,7 @@ the elliptic cone and impratio 10 on the world's model (world.m.opt), as a rubbe
 """
 import numpy as np
 
-from ..control.cooperative import CarryArm, CarryObject, CarryTrajectory, CooperativeCarry
-from ..dynamics.ik import PositionIK
-
-IK_SEED = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785])
+from ..control.cooperative import CarryObject, CarryTrajectory, CooperativeCarry, plan_grasp
 
 
 def quat_matrix(qxyzw):
@@ -54,24 +52,13 @@ class CellCarry:
         self.p_o, self.R_o = np.asarray(p, float), quat_matrix(quat)
         size = np.asarray(world.box.size, float)
         self.obj = CarryObject.box(world.box.mass, size)
-        self.arms, self.q_grasp = [], {}
-        for ns in self.ns:
-            ca = world.arm(ns)
-            off = ca.spec.collision_radius if contact_offset is None else float(contact_offset)
-            d = self.p_o - ca.p_base
-            d[2] = 0.0
-            y_ax = d / np.linalg.norm(d)                       # toward the box, horizontal
-            z_ax = np.array([0.0, 0.0, -1.0])
-            R_h = np.column_stack([np.cross(y_ax, z_ax), y_ax, z_ax])
-            half = 0.5 * float(np.abs(self.R_o.T @ y_ax) @ size)
-            p_h = self.p_o - (half + off) * y_ax
-            arm = CarryArm(ca.model, base=(ca.R_base, ca.p_base), grasp=(R_h.T @ self.R_o, R_h.T @ (self.p_o - p_h)),
-                           hand_frame=hand_frame, name=ns)
-            res = PositionIK(ca.model, hand_frame).solve(IK_SEED, ca.R_base.T @ (p_h - ca.p_base), ca.R_base.T @ R_h)
-            if not res.success:
-                raise RuntimeError(f"CellCarry: no grasp configuration for arm {ns!r} ({res.status})")
-            self.arms.append(arm)
-            self.q_grasp[ns] = res.q
+        cas = [world.arm(ns) for ns in self.ns]
+        offs = [ca.spec.collision_radius if contact_offset is None else float(contact_offset) for ca in cas]
+        self.arms, qs, self.pre_grasp = plan_grasp([ca.model for ca in cas], [(ca.R_base, ca.p_base) for ca in cas],
+                                                   (self.R_o, self.p_o), size, offs, hand_frame=hand_frame)
+        for i, arm in enumerate(self.arms):
+            arm.name = self.ns[i]
+        self.q_grasp = dict(zip(self.ns, qs))
         up = self.p_o + [0.0, 0.0, float(lift)]
         self.trajectory = CarryTrajectory(self.p_o, self.R_o, [up, up + np.asarray(travel, float), up, self.p_o],
                                           max_speed=speed)
