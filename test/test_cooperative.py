@@ -332,3 +332,24 @@ def test_approach_from_ready_pose_then_lift():
         assert np.linalg.norm(carry.box_pose()[1] - carry.trajectory.sample(cell.t - t0)[0]) < 5e-3
     assert carry.box_pose()[1][2] > p0[2] + 0.045
     assert not [c for c in cell.contacts() if "table" in c[:2] and "box" in c[:2]]
+
+
+def test_squeeze_is_force_controlled_when_the_grasp_width_is_off():
+    """The law's grasp geometry 5 mm narrower per side than the hands' real contact (contact offsets
+    0.055 m given, 0.06 m real): the hands are 1 cm further apart than the law expects, and the squeeze
+    MuJoCo measures is still the set value (within 2 %) because no stiffness acts along the hands' line
+    (a stiffness of k_rel there would add k_rel x 5 mm = 10 N per hand)."""
+    from robot_dynamics.control.cooperative import CooperativeCarry, plan_grasp
+    w, _, traj = make()
+    c = w.carry
+    cas = [w.cell.arm(ns) for ns in c.ns]
+    arms, _, _ = plan_grasp([a.model for a in cas], [(a.R_base, a.p_base) for a in cas], (c.R_o, c.p_o),
+                            w.cell.box.size, [0.055, 0.055])
+    law = CooperativeCarry(arms, w.obj, traj, squeeze=SQUEEZE)
+    law.reset(0.0, c.states())
+    out = []
+    while w.t < 2.4:
+        w.step(law.compute(w.t, states(w)))
+        if w.t > 2.2:                                   # lifted, at rest
+            out.append(_pad_squeeze(w)[0])
+    assert all(s == pytest.approx(SQUEEZE, rel=0.02) for s in out)
