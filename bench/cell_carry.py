@@ -150,7 +150,7 @@ def main():
     print("## The carry in the two-Panda cell, MuJoCo 1 kHz: 1 kg box lifted 5 cm, 0.2 m along y and back at "
           "up to 0.1 m/s, set down; squeeze 30 N\n")
     print("| form / condition | box pos err RMS / max [mm] | box rot err RMS / max [mrad] | "
-          "squeeze err RMS / max [%] | slip [mm] | law per cycle, median [us] |")
+          "squeeze err RMS / max [%] | slip [mm] | law per cycle (both arms), median [us] |")
     print("|---|---|---|---|---|---|")
     cases = [("one controller, both arms", {}),
              ("two controllers, partner state 1 ms old", dict(delay_ms=1)),

@@ -221,7 +221,7 @@ class CarryNode(Node):
         st = [s if s is not None else None for s in self.state]
         if self.phase == "approach":
             if any(s is None or t - s[2] > self.stale_after for s in st):
-                self._start_carry(t, hold_only=True)
+                self._start_carry(t)                    # the law sees the stale arm and holds
             elif t >= self.approach.end + 0.2:
                 self._start_carry(t)
             else:
@@ -263,7 +263,7 @@ class CarryNode(Node):
         self.approach = HandApproach(arms, paths, [s[0] for s in self.state])
         self._set_phase("approach")
 
-    def _start_carry(self, t, hold_only=False):
+    def _start_carry(self, t):
         self.law = CooperativeCarry(self.arms, self.obj, self.traj, squeeze=float(self.p["squeeze"]),
                                     stale_after=self.stale_after)
         self.law.reset(t, [self.state[i][:2] for i in range(2)])
