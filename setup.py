@@ -59,6 +59,7 @@ setup(
             "echo_node = robot_dynamics.nodes.echo_node:main",
             "sim_node = robot_dynamics.nodes.sim_node:main",
             "franka_bridge = robot_dynamics.nodes.franka_bridge:main",
+            "carry_node = robot_dynamics.nodes.carry_node:main",
         ],
     },
 )

@@ -500,14 +500,19 @@ class MujocoSimNode(Node):
 
 
 def main(args=None):
-    """Spin until SIGINT / SIGTERM (repeated ones included), then exit 0 (nodes/runner.py).  The
+    """Spin until SIGINT / SIGTERM (repeated ones included), then exit 0 (nodes/runner.py).  With an
+    `arms` parameter the node is the cell's (nodes/cell_sim.py: several arms in one world).  The
     rt_* parameters are applied once the node exists; rt_required and a refusal: exit code 1."""
     from rclpy.executors import SingleThreadedExecutor
+
+    from .cell_sim import CellSimNode, wants_cell
 
     def executor_for(node):
         node.apply_realtime()                   # RealtimeError: logged by the runner, exit code 1
         return SingleThreadedExecutor()
-    return run(MujocoSimNode, args=args, executor_factory=executor_for, exit_process=True)
+    # an `arms` parameter: several arms in one world (nodes/cell_sim.py); else the one-arm node
+    node_class = CellSimNode if wants_cell(sys.argv if args is None else args) else MujocoSimNode
+    return run(node_class, args=args, executor_factory=executor_for, exit_process=True)
 
 
 if __name__ == "__main__":

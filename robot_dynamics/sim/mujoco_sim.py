@@ -146,6 +146,49 @@ def mujoco_urdf(urdf):
     return ET.tostring(root, encoding="unicode"), frame_link
 
 
+def configure_joints(spec, joint_names, dt, damping, friction, armature, limits=True,
+                     effort_limits=True, prefix=""):
+    """Set up the joints `prefix + name` of a spec compiled from `mujoco_urdf` text as MujocoSim
+    simulates them (module docstring): damping / friction loss / armature per joint (arrays in
+    `joint_names` order), no spring, end stops (hard, or none with limits=False), effort clamp, and
+    one motor actuator per joint named `prefix + "motor:" + name` (gear 1, control unlimited)."""
+    for i, name in enumerate(joint_names):
+        j = spec.joint(prefix + name)
+        if j is None:
+            raise ValueError(f"MujocoSim: joint {name!r} not in MuJoCo's model of the URDF")
+        j.damping = [damping[i], 0.0, 0.0]     # linear coefficient (the others: polynomial terms)
+        j.frictionloss = friction[i]
+        j.armature = armature[i]           # rotor inertia behind the gear [kg m^2]
+        j.stiffness = [0.0, 0.0, 0.0]
+        if not limits:
+            j.limited = mujoco.mjtLimited.mjLIMITED_FALSE
+        else:                              # a hard end stop (module docstring)
+            j.solref_limit = [LIMIT_TIMECONST_STEPS * dt, 1.0]
+            j.solimp_limit = list(LIMIT_SOLIMP)
+        if not effort_limits:
+            j.actfrclimited = mujoco.mjtLimited.mjLIMITED_FALSE
+        a = spec.add_actuator(name=f"{prefix}motor:{name}", target=prefix + name,
+                              trntype=mujoco.mjtTrn.mjTRN_JOINT)
+        a.set_to_motor()
+        a.gear[0] = 1.0
+        a.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE
+
+
+def write_inertials(m, inertials, prefix=""):
+    """Write {link: (mass, com, inertia)} (link_inertials) into the compiled model's bodies
+    `prefix + link`, as given (see MujocoSim._exact_inertials); links without a body are skipped.
+    The caller runs mj_setConst after."""
+    for link, (mass, com, Ic) in inertials.items():
+        b = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, prefix + link)
+        if b < 0:
+            continue
+        quat, w = _principal(Ic)
+        m.body_mass[b] = mass
+        m.body_ipos[b] = com
+        m.body_iquat[b] = quat
+        m.body_inertia[b] = w
+
+
 class MujocoSim:
     """Fixed-base arm simulated by MuJoCo from `model.urdf`; all vectors in `model.joint_names` order.
 
@@ -178,25 +221,8 @@ class MujocoSim:
         damping = _per_joint(damping, n, "damping")
         friction = _per_joint(friction, n, "friction")
         armature = _per_joint(armature, n, "armature")
-        for i, name in enumerate(self.joint_names):
-            j = spec.joint(name)
-            if j is None:
-                raise ValueError(f"MujocoSim: joint {name!r} not in MuJoCo's model of the URDF")
-            j.damping = [damping[i], 0.0, 0.0]     # linear coefficient (the others: polynomial terms)
-            j.frictionloss = friction[i]
-            j.armature = armature[i]           # rotor inertia behind the gear [kg m^2]
-            j.stiffness = [0.0, 0.0, 0.0]
-            if not limits:
-                j.limited = mujoco.mjtLimited.mjLIMITED_FALSE
-            else:                              # a hard end stop (module docstring)
-                j.solref_limit = [LIMIT_TIMECONST_STEPS * self.dt, 1.0]
-                j.solimp_limit = list(LIMIT_SOLIMP)
-            if not effort_limits:
-                j.actfrclimited = mujoco.mjtLimited.mjLIMITED_FALSE
-            a = spec.add_actuator(name=f"motor:{name}", target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT)
-            a.set_to_motor()
-            a.gear[0] = 1.0
-            a.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE
+        configure_joints(spec, self.joint_names, self.dt, damping, friction, armature, limits,
+                         effort_limits)
         self.ft_sensor_frame = ft_sensor_frame
         if ft_sensor_frame is not None:
             body = spec.body(self._link(ft_sensor_frame))
@@ -410,15 +436,7 @@ class MujocoSim:
         triangle inequality or a non positive-definite tensor, all of which both backends accept),
         then recompute the constants that depend on them."""
         m = self.m
-        for link, (mass, com, Ic) in self._inertials.items():
-            b = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, link)
-            if b < 0:
-                continue
-            quat, w = _principal(Ic)
-            m.body_mass[b] = mass
-            m.body_ipos[b] = com
-            m.body_iquat[b] = quat
-            m.body_inertia[b] = w
+        write_inertials(m, self._inertials)
         mujoco.mj_setConst(m, mujoco.MjData(m))
 
     def _recompile(self):
