@@ -207,6 +207,8 @@ def test_wants_cell_reads_the_arms_parameter(tmp_path):
     shipped = Path(__file__).resolve().parents[1] / "config" / "sim_panda.yaml"
     assert wants_cell(["x", "--ros-args", "-p", "arms:=[a, b]"])
     assert wants_cell(["x", "--ros-args", "--params-file", str(f)])
+    f.write_text("/**:\n  ros__parameters:\n    arms: !!python/tuple\n    - left\n    - right\n")
+    assert wants_cell(["x", "--ros-args", "--params-file", str(f)])       # as launch_ros writes a list
     assert not wants_cell(["x", "--ros-args", "--params-file", str(shipped)])
     assert not wants_cell(["x", "--ros-args", "-p", "robot:=panda"])
     assert not wants_cell(["x"])

@@ -101,6 +101,14 @@ def default_base(i):
             [0.0, 0.0, 0.0 if side == 0 else math.pi])
 
 
+class _ParamsLoader(yaml.SafeLoader):
+    """Safe YAML, plus the !!python/tuple tag launch_ros writes for a list given in a launch file."""
+
+
+_ParamsLoader.add_constructor("tag:yaml.org,2002:python/tuple",
+                              lambda loader, node: loader.construct_sequence(node))
+
+
 def wants_cell(args):
     """True when the ROS arguments give the sim node an `arms` parameter: `-p arms:=...` or a
     parameters file with `arms` for this node (any node key: the files use `/**`)."""
@@ -115,7 +123,7 @@ def wants_cell(args):
         if a == "--params-file" and nxt and os.path.isfile(nxt):
             try:
                 with open(nxt) as f:
-                    doc = yaml.safe_load(f) or {}
+                    doc = yaml.load(f, Loader=_ParamsLoader) or {}
             except (OSError, yaml.YAMLError):
                 continue
             for entry in (doc.values() if isinstance(doc, dict) else []):
