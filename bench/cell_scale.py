@@ -1,0 +1,139 @@
+"""How many 1 kHz arms one host carries: the cell sim node (sim_node with `arms`) + one controller node
+per arm, N = 1, 2, 3, 4, every arm's joint states at 1 kHz.
+
+    .venv/bin/python bench/cell_scale.py                          # N = 1..4, 10 s each, 1 round
+    .venv/bin/python bench/cell_scale.py --arms 1,2 --duration 20 --rounds 2 --law gravity_compensation
+
+Processes as a user runs them (launch/cell.launch.py's arrangement, without launch): the sim with
+`arms` (no table or box: the arms alone; integrator implicitfast as config/cell_panda_sim.yaml),
+and per arm a controller_node named torque_controller in the arm's namespace with
+config/panda_<law>.yaml + config/cell_panda_controller.yaml (relative topics), joint_impedance
+holding the start pose by default.  Every node runs with the default (non real-time) scheduling.
+
+What is measured, over a window after every controller is active and a warm-up:
+  answered   share of the joint states the sim published for an arm that got a command from that
+             arm's controller before the sim's next state (timed in the sim: its `stats_file`)
+  latency    command receipt in the sim - publish time of that arm's newest state before it (p50, p99)
+             (the round trip: DDS to the controller, its step, DDS back, the sim's wake-up)
+  CPU / arm  (sim CPU + all controllers' CPU) / N, from /proc over the window, in % of one core; the sim
+             and the mean controller separately too
+  hold err   max over the window and arms of max_j |q_j - q_j(start)| (joint_impedance holding its
+             start pose: the error a late or lost command leaves)
+  sim Hz     joint states per second per arm (1000 when the sim keeps up)
+The host's load (1-minute average) is printed before each run: other work on the 2 cores counts.
+No assertions: it measures and prints.
+"""
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))
+
+import _ros_proc as rp  # noqa: E402
+import latency as lt  # noqa: E402
+
+
+def arm_names(n):
+    return ["left", "right"] if n == 2 else [f"arm{i + 1}" for i in range(n)]
+
+
+def run_cell(n, law, duration, warmup, env, log_dir, netns=None):
+    """One cell of n arms; returns a dict of the figures (or status)."""
+    from robot_dynamics.nodes.processes import NodeProcesses
+    names = arm_names(n)
+    stats = Path(log_dir) / f"cell{n}_{time.monotonic_ns()}.npz"
+    cfg = ROOT / "config"
+    with NodeProcesses(log_dir=log_dir, env=env) as procs:
+        sim = procs.start("robot_dynamics.nodes.sim_node", name="mujoco_sim",
+                          params={"arms": names, "box": False, "table": False, "integrator": "implicitfast",
+                                  "publish_rate": 1000.0, "stats_file": str(stats)})
+        ctls = [procs.start("robot_dynamics.nodes.controller_node", name="torque_controller",
+                            remaps={"__ns": f"/{ns}"},
+                            params_files=[cfg / f"panda_{law}.yaml", cfg / "cell_panda_controller.yaml"])
+                for ns in names]
+        ok = rp.wait_until(lambda: all(f"active: {law}" in procs.log(c) for c in ctls)
+                           and "simulating a cell" in procs.log(sim), 120.0)
+        if not ok or any(p.poll() is not None for p in procs.procs):
+            return {"status": "did not start", "log": "".join(procs.log(p)[-1500:] for p in procs.procs)}
+        time.sleep(warmup)
+        load = os.getloadavg()[0]
+        c0 = [rp.cpu_seconds(p.pid) for p in [sim, *ctls]]
+        t0 = time.monotonic()
+        time.sleep(duration)
+        t1 = time.monotonic()
+        c1 = [rp.cpu_seconds(p.pid) for p in [sim, *ctls]]
+        procs.stop_all()                # SIGINT: the sim writes its stats_file on the way out
+    if not stats.is_file():
+        return {"status": "no stats file"}
+    d = np.load(stats)
+    cpu = [(b - a) / (t1 - t0) * 100 for a, b in zip(c0, c1)]
+    answered, lat, err, hz = [], [], [], []
+    for ns in names:
+        pub_t, ans = d[f"{ns}.pub_t"], d[f"{ns}.answered"]
+        w = (pub_t >= t0) & (pub_t < t1)
+        answered.append(float(ans[w].mean()) if w.any() else 0.0)
+        hz.append(w.sum() / (t1 - t0))
+        err.append(float(d[f"{ns}.err"][w].max()) if w.any() else float("nan"))
+        cw = (d[f"{ns}.cmd_t"] >= t0) & (d[f"{ns}.cmd_t"] < t1)
+        lat.append(d[f"{ns}.lat"][cw])
+    stats.unlink()
+    all_lat = np.concatenate(lat) * 1e3 if lat else np.zeros(0)
+    return {"status": "ok", "load": load, "answered_min": min(answered), "answered_mean": float(np.mean(answered)),
+            "p50": float(np.percentile(all_lat, 50)) if all_lat.size else float("nan"),
+            "p99": float(np.percentile(all_lat, 99)) if all_lat.size else float("nan"),
+            "cpu_arm": sum(cpu) / n, "cpu_sim": cpu[0], "cpu_ctl": float(np.mean(cpu[1:])),
+            "err": max(err), "hz": min(hz)}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--arms", default="1,2,3,4")
+    ap.add_argument("--law", default="joint_impedance")
+    ap.add_argument("--duration", type=float, default=10.0, help="recorded seconds per cell")
+    ap.add_argument("--warmup", type=float, default=2.0)
+    ap.add_argument("--rounds", type=int, default=1, help="the N's interleaved, round by round")
+    a = ap.parse_args(argv)
+    ns_list = [int(x) for x in a.arms.split(",") if x]
+    rp.install_handlers()
+    env = rp.bench_env()
+    log_dir = tempfile.mkdtemp(prefix="cell_scale_")
+    print("robot_dynamics cell scale (bench/cell_scale.py)")
+    print(f"  date {time.strftime('%Y-%m-%d %H:%M:%S')}  cpus {os.cpu_count()}  load {os.getloadavg()[0]:.2f}; "
+          f"law {a.law}, {a.duration:g} s per cell, {a.rounds} round(s); logs {log_dir}")
+    res = {n: [] for n in ns_list}
+    for r in range(a.rounds):
+        for n in ns_list:
+            out = run_cell(n, a.law, a.duration, a.warmup, env, log_dir)
+            if out["status"] != "ok":
+                print(f"  N={n} round {r + 1}: {out['status']}\n{out.get('log', '')}", flush=True)
+            else:
+                print(f"  N={n} round {r + 1}: load {out['load']:.2f}, answered min {100 * out['answered_min']:.1f} %, "
+                      f"p50 {out['p50']:.2f} ms, p99 {out['p99']:.2f} ms, CPU/arm {out['cpu_arm']:.0f} %", flush=True)
+            res[n].append(out)
+    rows = []
+    for n in ns_list:
+        ok = [o for o in res[n] if o["status"] == "ok"]
+        if not ok:
+            rows.append([n, "failed"] + ["-"] * 9)
+            continue
+        med = lambda k: statistics.median(o[k] for o in ok)   # noqa: E731
+        rows.append([n, f"{med('load'):.1f}", f"{100 * med('answered_min'):.1f}", f"{100 * med('answered_mean'):.1f}",
+                     f"{med('p50'):.2f}", f"{med('p99'):.2f}", f"{med('cpu_arm'):.0f}", f"{med('cpu_sim'):.0f}",
+                     f"{med('cpu_ctl'):.0f}", f"{1e3 * med('err'):.2f}", f"{med('hz'):.0f}"])
+    lt.table(f"Cell of N Pandas on this host (sim node + N controller nodes, {a.law}), medians over rounds",
+             ["N", "load", "answered % (worst arm)", "answered % (mean)", "latency p50 ms", "latency p99 ms",
+              "CPU/arm %", "sim CPU %", "controller CPU %", "hold err mrad", "states/s/arm"], rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
