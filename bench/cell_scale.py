@@ -46,17 +46,61 @@ def arm_names(n):
     return ["left", "right"] if n == 2 else [f"arm{i + 1}" for i in range(n)]
 
 
-def run_cell(n, law, duration, warmup, env, log_dir, netns=None):
-    """One cell of n arms; returns a dict of the figures (or status)."""
-    from robot_dynamics.nodes.processes import NodeProcesses
+class _Procs:
+    """The cell's processes: in the root namespace (NodeProcesses), or with `net` (test/netns.py
+    TwoHosts) the sim in namespace a and the controllers in namespace b."""
+
+    def __init__(self, env, log_dir, net=None):
+        from robot_dynamics.nodes.processes import NodeProcesses
+        self.net, self.log_dir = net, Path(log_dir)
+        self.np = None if net else NodeProcesses(log_dir=log_dir, env=env)
+        self.env = env
+        self.procs = []
+
+    def start(self, side, module, name, params=None, params_files=(), remaps=None):
+        if self.net is None:
+            p = self.np.start(module, name=name, params=params, params_files=params_files, remaps=remaps)
+        else:
+            from robot_dynamics.nodes.processes import params_file
+            cmd = [sys.executable, "-m", module, "--ros-args", "-r", f"__node:={name}"]
+            for k, v in (remaps or {}).items():
+                cmd += ["-r", f"{k}:={v}"]
+            for f in params_files:
+                cmd += ["--params-file", str(f)]
+            if params:
+                cmd += ["--params-file", params_file(name, params, self.log_dir)]
+            p = self.net.start(side, cmd, self.log_dir / f"{name}_{len(self.procs)}.log", env=self.env)
+        self.procs.append(p)
+        return p
+
+    @staticmethod
+    def log(p):
+        try:
+            p.log_file.flush()
+        except (OSError, ValueError):
+            pass
+        return Path(p.log_path).read_text(errors="replace")
+
+    def stop_all(self):
+        if self.net is None:
+            self.np.stop_all()
+        else:
+            for p in list(self.procs):
+                self.net.stop(p)
+
+
+def run_cell(n, law, duration, warmup, env, log_dir, net=None):
+    """One cell of n arms (with `net`: the sim on host a, the controllers on host b); returns a dict of
+    the figures (or status)."""
     names = arm_names(n)
     stats = Path(log_dir) / f"cell{n}_{time.monotonic_ns()}.npz"
     cfg = ROOT / "config"
-    with NodeProcesses(log_dir=log_dir, env=env) as procs:
-        sim = procs.start("robot_dynamics.nodes.sim_node", name="mujoco_sim",
+    procs = _Procs(env, log_dir, net)
+    try:
+        sim = procs.start("a", "robot_dynamics.nodes.sim_node", "mujoco_sim",
                           params={"arms": names, "box": False, "table": False, "integrator": "implicitfast",
                                   "publish_rate": 1000.0, "stats_file": str(stats)})
-        ctls = [procs.start("robot_dynamics.nodes.controller_node", name="torque_controller",
+        ctls = [procs.start("b", "robot_dynamics.nodes.controller_node", "torque_controller",
                             remaps={"__ns": f"/{ns}"},
                             params_files=[cfg / f"panda_{law}.yaml", cfg / "cell_panda_controller.yaml"])
                 for ns in names]
@@ -71,6 +115,7 @@ def run_cell(n, law, duration, warmup, env, log_dir, netns=None):
         time.sleep(duration)
         t1 = time.monotonic()
         c1 = [rp.cpu_seconds(p.pid) for p in [sim, *ctls]]
+    finally:
         procs.stop_all()                # SIGINT: the sim writes its stats_file on the way out
     if not stats.is_file():
         return {"status": "no stats file"}
@@ -101,6 +146,9 @@ def main(argv=None):
     ap.add_argument("--duration", type=float, default=10.0, help="recorded seconds per cell")
     ap.add_argument("--warmup", type=float, default=2.0)
     ap.add_argument("--rounds", type=int, default=1, help="the N's interleaved, round by round")
+    ap.add_argument("--hosts", default="one", choices=("one", "two", "both"),
+                    help="two: the sim on one host and the controllers on another (network namespaces "
+                         "joined by a veth pair, test/netns.py; needs root), both: the two tables")
     a = ap.parse_args(argv)
     ns_list = [int(x) for x in a.arms.split(",") if x]
     rp.install_handlers()
@@ -109,10 +157,23 @@ def main(argv=None):
     print("robot_dynamics cell scale (bench/cell_scale.py)")
     print(f"  date {time.strftime('%Y-%m-%d %H:%M:%S')}  cpus {os.cpu_count()}  load {os.getloadavg()[0]:.2f}; "
           f"law {a.law}, {a.duration:g} s per cell, {a.rounds} round(s); logs {log_dir}")
+    for hosts in (["one", "two"] if a.hosts == "both" else [a.hosts]):
+        if hosts == "one":
+            table(a, ns_list, env, log_dir, None, "this host")
+        else:
+            sys.path.insert(0, str(ROOT / "test"))
+            import netns
+            with netns.TwoHosts() as net:
+                table(a, ns_list, net.env(domain_id=env["ROS_DOMAIN_ID"]), log_dir, net,
+                      "two hosts: sim in netns a, controllers in netns b, over a veth pair")
+    return 0
+
+
+def table(a, ns_list, env, log_dir, net, where):
     res = {n: [] for n in ns_list}
     for r in range(a.rounds):
         for n in ns_list:
-            out = run_cell(n, a.law, a.duration, a.warmup, env, log_dir)
+            out = run_cell(n, a.law, a.duration, a.warmup, env, log_dir, net)
             if out["status"] != "ok":
                 print(f"  N={n} round {r + 1}: {out['status']}\n{out.get('log', '')}", flush=True)
             else:
@@ -129,10 +190,9 @@ def main(argv=None):
         rows.append([n, f"{med('load'):.1f}", f"{100 * med('answered_min'):.1f}", f"{100 * med('answered_mean'):.1f}",
                      f"{med('p50'):.2f}", f"{med('p99'):.2f}", f"{med('cpu_arm'):.0f}", f"{med('cpu_sim'):.0f}",
                      f"{med('cpu_ctl'):.0f}", f"{1e3 * med('err'):.2f}", f"{med('hz'):.0f}"])
-    lt.table(f"Cell of N Pandas on this host (sim node + N controller nodes, {a.law}), medians over rounds",
+    lt.table(f"Cell of N Pandas, {where} (sim node + N controller nodes, {a.law}), medians over rounds",
              ["N", "load", "answered % (worst arm)", "answered % (mean)", "latency p50 ms", "latency p99 ms",
               "CPU/arm %", "sim CPU %", "controller CPU %", "hold err mrad", "states/s/arm"], rows)
-    return 0
 
 
 if __name__ == "__main__":
