@@ -17,8 +17,12 @@ What is measured, over a window after every controller is active and a warm-up:
              (the round trip: DDS to the controller, its step, DDS back, the sim's wake-up)
   CPU / arm  (sim CPU + all controllers' CPU) / N, from /proc over the window, in % of one core; the sim
              and the mean controller separately too
-  hold err   max over the window and arms of max_j |q_j - q_j(start)| (joint_impedance holding its
-             start pose: the error a late or lost command leaves)
+  max |q-q0| max over the window and arms of max_j |q_j - q_j(start)| (holding: the gravity model is
+             exact and the reference still, so a late or lost command repeats the same one: only an
+             arm that falls or is knocked shows here)
+  track err  with --track A: joint 1 of every arm follows a 0.5 Hz (1 - cos) wave of amplitude A
+             (a JointTrajectory to each controller, wall-clock stamped); error = q1 at each state
+             published - the reference at the wall time of that publish (RMS and max over arms)
   sim Hz     joint states per second per arm (1000 when the sim keeps up)
 The host's load (1-minute average) is printed before each run: other work on the 2 cores counts.
 No assertions: it measures and prints.
@@ -89,7 +93,46 @@ class _Procs:
                 self.net.stop(p)
 
 
-def run_cell(n, law, duration, warmup, env, log_dir, net=None):
+TRACK_F = 0.5          # Hz of the --track reference: joint 1 at q0 + A (1 - cos(2 pi f t)) / 2
+
+
+def send_tracks(names, amplitude, seconds, env):
+    """One JointTrajectory to each arm's controller (~/joint_trajectory): joint 1 of the Panda's ready
+    pose moving by amplitude (1 - cos(2 pi f t)) / 2, points every 10 ms with their velocities, from
+    a stamp 1 s ahead (wall clock, the controllers' clock).  Returns (stamp, reference(t) -> q1)."""
+    os.environ.update({k: env[k] for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE") if k in env})
+    import rclpy
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+    from robot_dynamics.nodes.sim_node import HOME
+    if not rclpy.ok():
+        rclpy.init()
+    node = rclpy.create_node("cell_scale_tracks")
+    q0 = np.array(HOME["panda"])
+    w = 2 * np.pi * TRACK_F
+    stamp = time.time() + 1.0
+    msg = JointTrajectory()
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp * 1e9), 1_000_000_000)
+    msg.joint_names = [f"panda_joint{i}" for i in range(1, 8)]
+    for t in np.arange(0.0, seconds, 0.01):
+        pt = JointTrajectoryPoint()
+        q = q0.copy()
+        q[0] += amplitude * (1 - np.cos(w * t)) / 2
+        v = np.zeros(7)
+        v[0] = amplitude * w * np.sin(w * t) / 2
+        pt.positions, pt.velocities = q.tolist(), v.tolist()
+        pt.time_from_start.sec, pt.time_from_start.nanosec = int(t), int(round((t - int(t)) * 1e9))
+        msg.points.append(pt)
+    pubs = [node.create_publisher(JointTrajectory, f"/{ns}/torque_controller/joint_trajectory", 10) for ns in names]
+    rp.wait_until(lambda: all(p.get_subscription_count() > 0 for p in pubs), 20.0)
+    for p in pubs:
+        p.publish(msg)
+    time.sleep(0.3)                      # (delivered: reliable; the node then goes)
+    node.destroy_node()
+    ref = lambda t: q0[0] + amplitude * (1 - np.cos(w * np.clip(t - stamp, 0.0, None))) / 2   # noqa: E731
+    return stamp, ref
+
+
+def run_cell(n, law, duration, warmup, env, log_dir, net=None, track=0.0):
     """One cell of n arms (with `net`: the sim on host a, the controllers on host b); returns a dict of
     the figures (or status)."""
     names = arm_names(n)
@@ -108,6 +151,10 @@ def run_cell(n, law, duration, warmup, env, log_dir, net=None):
                            and "simulating a cell" in procs.log(sim), 120.0)
         if not ok or any(p.poll() is not None for p in procs.procs):
             return {"status": "did not start", "log": "".join(procs.log(p)[-1500:] for p in procs.procs)}
+        ref = None
+        if track:
+            stamp, ref = send_tracks(names, track, warmup + duration + 3.0, env)
+            time.sleep(max(0.0, stamp - time.time()))
         time.sleep(warmup)
         load = os.getloadavg()[0]
         c0 = [rp.cpu_seconds(p.pid) for p in [sim, *ctls]]
@@ -121,13 +168,15 @@ def run_cell(n, law, duration, warmup, env, log_dir, net=None):
         return {"status": "no stats file"}
     d = np.load(stats)
     cpu = [(b - a) / (t1 - t0) * 100 for a, b in zip(c0, c1)]
-    answered, lat, err, hz = [], [], [], []
+    answered, lat, err, hz, trk = [], [], [], [], []
     for ns in names:
         pub_t, ans = d[f"{ns}.pub_t"], d[f"{ns}.answered"]
         w = (pub_t >= t0) & (pub_t < t1)
         answered.append(float(ans[w].mean()) if w.any() else 0.0)
         hz.append(w.sum() / (t1 - t0))
         err.append(float(d[f"{ns}.err"][w].max()) if w.any() else float("nan"))
+        if ref is not None and w.any():
+            trk.append(d[f"{ns}.q"][w, 0] - ref(d[f"{ns}.wall"][w]))
         cw = (d[f"{ns}.cmd_t"] >= t0) & (d[f"{ns}.cmd_t"] < t1)
         lat.append(d[f"{ns}.lat"][cw])
     stats.unlink()
@@ -136,7 +185,9 @@ def run_cell(n, law, duration, warmup, env, log_dir, net=None):
             "p50": float(np.percentile(all_lat, 50)) if all_lat.size else float("nan"),
             "p99": float(np.percentile(all_lat, 99)) if all_lat.size else float("nan"),
             "cpu_arm": sum(cpu) / n, "cpu_sim": cpu[0], "cpu_ctl": float(np.mean(cpu[1:])),
-            "err": max(err), "hz": min(hz)}
+            "err": max(err), "hz": min(hz),
+            "trk_rms": float(np.sqrt(np.mean(np.concatenate(trk) ** 2))) if trk else float("nan"),
+            "trk_max": float(np.max(np.abs(np.concatenate(trk)))) if trk else float("nan")}
 
 
 def main(argv=None):
@@ -146,6 +197,9 @@ def main(argv=None):
     ap.add_argument("--duration", type=float, default=10.0, help="recorded seconds per cell")
     ap.add_argument("--warmup", type=float, default=2.0)
     ap.add_argument("--rounds", type=int, default=1, help="the N's interleaved, round by round")
+    ap.add_argument("--track", type=float, default=0.0,
+                    help="rad: every arm's joint 1 follows q0 + A (1 - cos(2 pi 0.5 Hz t)) / 2 (a "
+                         "JointTrajectory to each controller; one host only); 0: the arms hold")
     ap.add_argument("--hosts", default="one", choices=("one", "two", "both"),
                     help="two: the sim on one host and the controllers on another (network namespaces "
                          "joined by a veth pair, test/netns.py; needs root), both: the two tables")
@@ -173,7 +227,7 @@ def table(a, ns_list, env, log_dir, net, where):
     res = {n: [] for n in ns_list}
     for r in range(a.rounds):
         for n in ns_list:
-            out = run_cell(n, a.law, a.duration, a.warmup, env, log_dir, net)
+            out = run_cell(n, a.law, a.duration, a.warmup, env, log_dir, net, 0.0 if net else a.track)
             if out["status"] != "ok":
                 print(f"  N={n} round {r + 1}: {out['status']}\n{out.get('log', '')}", flush=True)
             else:
@@ -184,15 +238,17 @@ def table(a, ns_list, env, log_dir, net, where):
     for n in ns_list:
         ok = [o for o in res[n] if o["status"] == "ok"]
         if not ok:
-            rows.append([n, "failed"] + ["-"] * 9)
+            rows.append([n, "failed"] + ["-"] * 11)
             continue
         med = lambda k: statistics.median(o[k] for o in ok)   # noqa: E731
         rows.append([n, f"{med('load'):.1f}", f"{100 * med('answered_min'):.1f}", f"{100 * med('answered_mean'):.1f}",
                      f"{med('p50'):.2f}", f"{med('p99'):.2f}", f"{med('cpu_arm'):.0f}", f"{med('cpu_sim'):.0f}",
-                     f"{med('cpu_ctl'):.0f}", f"{1e3 * med('err'):.2f}", f"{med('hz'):.0f}"])
+                     f"{med('cpu_ctl'):.0f}", f"{1e3 * med('err'):.2f}", f"{med('hz'):.0f}",
+                     f"{1e3 * med('trk_rms'):.2f}", f"{1e3 * med('trk_max'):.2f}"])
     lt.table(f"Cell of N Pandas, {where} (sim node + N controller nodes, {a.law}), medians over rounds",
              ["N", "load", "answered % (worst arm)", "answered % (mean)", "latency p50 ms", "latency p99 ms",
-              "CPU/arm %", "sim CPU %", "controller CPU %", "hold err mrad", "states/s/arm"], rows)
+              "CPU/arm %", "sim CPU %", "controller CPU %", "max |q - q0| mrad", "states/s/arm",
+              "track err RMS mrad", "track err max mrad"], rows)
 
 
 if __name__ == "__main__":

@@ -79,10 +79,10 @@ PARAMETERS.update({
     "box_pose_topic": ("/cell/box_pose", "geometry_msgs/PoseStamped of the box (frame world)"),
     "box_pose_rate": (1000.0, "[Hz] box pose rate (at most publish_rate)"),
     "stats_file": ("", "measurement (bench/cell_scale.py): at shutdown write per arm, as .npz, the "
-                       "monotonic time of every joint state published with the arm's joint error from "
-                       "its initial pose, and every command's receipt time and latency from the newest "
+                       "monotonic and wall time of every joint state published with the arm's joint "
+                       "positions (model order) and error from its initial pose, and every command's receipt time and latency from the newest "
                        "state before it; '': off"),
-    "stats_capacity": (600000, "states (and commands) recorded per arm at most, for stats_file"),
+    "stats_capacity": (120000, "states (and commands) recorded per arm at most, for stats_file"),
 })
 # per arm, under "<ns>.": name -> (default, description)
 ARM_PARAMETERS = {
@@ -184,6 +184,7 @@ class _Arm:
         if node.p["stats_file"]:
             cap = int(node.p["stats_capacity"])
             self.rec = {"pub_t": np.zeros(cap), "err": np.zeros(cap), "cmd_t": np.zeros(cap),
+                        "wall": np.zeros(cap), "q": np.zeros((cap, self.n)),
                         "lat": np.zeros(cap), "answered": np.zeros(cap, dtype=bool)}
             self.n_pub = self.n_cmd = 0
             self.answered_last = True
@@ -284,6 +285,8 @@ class _Arm:
         if r is not None and self.n_pub < len(r["pub_t"]):
             r["pub_t"][self.n_pub] = time.monotonic()
             r["err"][self.n_pub] = np.max(np.abs(d.qpos[v.qadr] - self.q0))
+            r["wall"][self.n_pub] = time.time()
+            r["q"][self.n_pub] = d.qpos[v.qadr]
             self.n_pub += 1
             self.answered_last = False
 
@@ -490,7 +493,8 @@ class CellSimNode(Node):
             r = a.rec
             out.update({f"{a.ns}.pub_t": r["pub_t"][:a.n_pub], f"{a.ns}.err": r["err"][:a.n_pub],
                         f"{a.ns}.answered": r["answered"][:a.n_pub], f"{a.ns}.cmd_t": r["cmd_t"][:a.n_cmd],
-                        f"{a.ns}.lat": r["lat"][:a.n_cmd]})
+                        f"{a.ns}.lat": r["lat"][:a.n_cmd], f"{a.ns}.wall": r["wall"][:a.n_pub],
+                        f"{a.ns}.q": r["q"][:a.n_pub]})
         np.savez(path, **out)
 
     def destroy_node(self):
