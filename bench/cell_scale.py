@@ -99,7 +99,7 @@ TRACK_F = 0.5          # Hz of the --track reference: joint 1 at q0 + A (1 - cos
 def send_tracks(names, amplitude, seconds, env):
     """One JointTrajectory to each arm's controller (~/joint_trajectory): joint 1 of the Panda's ready
     pose moving by amplitude (1 - cos(2 pi f t)) / 2, points every 10 ms with their velocities, from
-    a stamp 1 s ahead (wall clock, the controllers' clock).  Returns (stamp, reference(t) -> q1)."""
+    a stamp 1 s ahead of the publish (wall clock, the controllers' clock).  Returns (stamp, reference(t) -> q1)."""
     os.environ.update({k: env[k] for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE") if k in env})
     import rclpy
     from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -109,9 +109,7 @@ def send_tracks(names, amplitude, seconds, env):
     node = rclpy.create_node("cell_scale_tracks")
     q0 = np.array(HOME["panda"])
     w = 2 * np.pi * TRACK_F
-    stamp = time.time() + 1.0
     msg = JointTrajectory()
-    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp * 1e9), 1_000_000_000)
     msg.joint_names = [f"panda_joint{i}" for i in range(1, 8)]
     for t in np.arange(0.0, seconds, 0.01):
         pt = JointTrajectoryPoint()
@@ -124,6 +122,10 @@ def send_tracks(names, amplitude, seconds, env):
         msg.points.append(pt)
     pubs = [node.create_publisher(JointTrajectory, f"/{ns}/torque_controller/joint_trajectory", 10) for ns in names]
     rp.wait_until(lambda: all(p.get_subscription_count() > 0 for p in pubs), 20.0)
+    # stamped once the controllers are matched (discovery took > 1 s for a first cell: a trajectory
+    # arriving after its stamp started late, a 0.1 s lag)
+    stamp = time.time() + 1.0
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp * 1e9), 1_000_000_000)
     for p in pubs:
         p.publish(msg)
     time.sleep(0.3)                      # (delivered: reliable; the node then goes)
@@ -177,6 +179,13 @@ def run_cell(n, law, duration, warmup, env, log_dir, net=None, track=0.0):
         err.append(float(d[f"{ns}.err"][w].max()) if w.any() else float("nan"))
         if ref is not None and w.any():
             trk.append(d[f"{ns}.q"][w, 0] - ref(d[f"{ns}.wall"][w]))
+            e = trk[-1]
+            # (per arm, and the lag that best explains the error: a shifted start shows as a lag)
+            lags = np.arange(-0.2, 0.2, 0.001)
+            best = lags[np.argmin([np.sqrt(np.mean((d[f"{ns}.q"][w, 0] - ref(d[f"{ns}.wall"][w] - L)) ** 2))
+                                   for L in lags])]
+            print(f"    {ns}: track err RMS {1e3 * np.sqrt(np.mean(e ** 2)):.2f} mrad, best-fit lag {1e3 * best:.0f} ms",
+                  flush=True)
         cw = (d[f"{ns}.cmd_t"] >= t0) & (d[f"{ns}.cmd_t"] < t1)
         lat.append(d[f"{ns}.lat"][cw])
     stats.unlink()
