@@ -207,6 +207,25 @@ def test_wants_cell_reads_the_arms_parameter(tmp_path):
     shipped = Path(__file__).resolve().parents[1] / "config" / "sim_panda.yaml"
     assert wants_cell(["x", "--ros-args", "-p", "arms:=[a, b]"])
     assert wants_cell(["x", "--ros-args", "--params-file", str(f)])
+    f.write_text("/**:\n  ros__parameters:\n    arms: !!python/tuple\n    - left\n    - right\n")
+    assert wants_cell(["x", "--ros-args", "--params-file", str(f)])       # as launch_ros writes a list
     assert not wants_cell(["x", "--ros-args", "--params-file", str(shipped)])
     assert not wants_cell(["x", "--ros-args", "-p", "robot:=panda"])
     assert not wants_cell(["x"])
+
+
+def test_shipped_cell_configs_declare_known_parameters():
+    """config/cell_panda_sim.yaml sets only parameters the cell sim node declares (shared ones; the
+    per-arm '<ns>.' ones are declared for the arms named), and config/cell_panda_controller.yaml only
+    the controller's topic parameters, each relative (resolved in the arm's namespace)."""
+    from pathlib import Path
+    import yaml
+    from robot_dynamics.nodes.cell_sim import PARAMETERS as CELL
+    from robot_dynamics.nodes.controller_node import all_param_specs
+    root = Path(__file__).resolve().parents[1] / "config"
+    sim = yaml.safe_load((root / "cell_panda_sim.yaml").read_text())["/**"]["ros__parameters"]
+    assert set(sim) <= set(CELL), set(sim) - set(CELL)
+    ctl = yaml.safe_load((root / "cell_panda_controller.yaml").read_text())["/**"]["ros__parameters"]
+    names = {s.name for s in all_param_specs()}
+    assert set(ctl) <= names, set(ctl) - names
+    assert all(not str(v).startswith("/") for v in ctl.values()), ctl

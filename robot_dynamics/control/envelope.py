@@ -214,6 +214,7 @@ class SafetyEnvelope:
         self.r = radii
         self.N = np.vstack(N) if N else np.zeros((0, 3))
         self.d = np.concatenate(d) if d else np.zeros(0)
+        self._static = (self.N, self.d)                    # (set_extra_planes appends to these)
         nf, nc = len(frames), self.N.shape[0]
         self._NT = np.ascontiguousarray(self.N.T)
         self._DR = self.d[None, :] + radii[:, None]        # d + r per frame and plane
@@ -241,6 +242,23 @@ class SafetyEnvelope:
     def stopping(self):
         """The controlled stop is on (stopping or stopped, until resume())."""
         return self.state in ("stopping", "stopped")
+
+    def set_extra_planes(self, N, d, frame):
+        """Planes that move (control/arm_distance.py: another arm's frames), each for ONE of the
+        envelope's frames: n_k . p_frame[k] >= d_k + r, handled as the static planes' rows.  Replaces
+        the previous extra planes; empty arrays remove them."""
+        N0, d0 = self._static
+        N, d, frame = np.reshape(N, (-1, 3)), np.ravel(d), np.ravel(frame).astype(int)
+        self.N, self.d = np.vstack([N0, N]), np.concatenate([d0, d])
+        self._NT = np.ascontiguousarray(self.N.T)
+        self._DR = self.d[None, :] + self.r[:, None]
+        self._DR[:, N0.shape[0]:] = -np.inf                 # (not this frame's plane: s = +inf, never near)
+        self._DR[frame, N0.shape[0] + np.arange(len(d))] = d + self.r[frame]
+        self._S = np.zeros((len(self.fids), self.N.shape[0]))
+        self._ws_on = bool(self.N.shape[0] and self.fids)
+        self.enabled = self._ws_on or self._speed_on or self._force_on
+        if self.state == "off" and self.enabled:
+            self.state = "ok"
 
     def reference_speed_ratio(self, q, v):
         """The largest speed / limit of the listed frames if the arm moved at q with joint velocity v

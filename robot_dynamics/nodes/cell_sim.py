@@ -32,9 +32,9 @@ until its controller's command has settled, and a command timeout (its controlle
 arm to rest and holds it there while the other arms go on.
 
 Timing as sim_node's: one physics thread (a control path, nodes/control_path.py) paced by the wall
-clock; it waits on the first arm's command subscription and takes the other arms' commands at each
-cycle (the newest of each: a JointGroupEffortController keeps the latest), so every command that
-arrived before a cycle applies in it.  Outputs are preallocated serialized messages (nodes/cdr.py).
+clock; it waits on every arm's command subscription and takes each command when it arrives (the newest of
+each arm: a JointGroupEffortController keeps the latest), so every command that arrived before a
+cycle applies in it.  Outputs are preallocated serialized messages (nodes/cdr.py).
 """
 import math
 import os
@@ -78,6 +78,11 @@ PARAMETERS.update({
     "box_mass": (1.0, "[kg] box mass (uniform solid)"),
     "box_pose_topic": ("/cell/box_pose", "geometry_msgs/PoseStamped of the box (frame world)"),
     "box_pose_rate": (1000.0, "[Hz] box pose rate (at most publish_rate)"),
+    "stats_file": ("", "measurement (bench/cell_scale.py): at shutdown write per arm, as .npz, the "
+                       "monotonic and wall time of every joint state published with the arm's joint "
+                       "positions (model order) and error from its initial pose, and every command's receipt time and latency from the newest "
+                       "state before it; '': off"),
+    "stats_capacity": (120000, "states (and commands) recorded per arm at most, for stats_file"),
 })
 # per arm, under "<ns>.": name -> (default, description)
 ARM_PARAMETERS = {
@@ -101,6 +106,14 @@ def default_base(i):
             [0.0, 0.0, 0.0 if side == 0 else math.pi])
 
 
+class _ParamsLoader(yaml.SafeLoader):
+    """Safe YAML, plus the !!python/tuple tag launch_ros writes for a list given in a launch file."""
+
+
+_ParamsLoader.add_constructor("tag:yaml.org,2002:python/tuple",
+                              lambda loader, node: loader.construct_sequence(node))
+
+
 def wants_cell(args):
     """True when the ROS arguments give the sim node an `arms` parameter: `-p arms:=...` or a
     parameters file with `arms` for this node (any node key: the files use `/**`)."""
@@ -115,7 +128,7 @@ def wants_cell(args):
         if a == "--params-file" and nxt and os.path.isfile(nxt):
             try:
                 with open(nxt) as f:
-                    doc = yaml.safe_load(f) or {}
+                    doc = yaml.load(f, Loader=_ParamsLoader) or {}
             except (OSError, yaml.YAMLError):
                 continue
             for entry in (doc.values() if isinstance(doc, dict) else []):
@@ -167,10 +180,27 @@ class _Arm:
         self.pub_desc.publish(String(data=m.urdf))
         self.sub = TakeSubscription(node, Float64MultiArray, f"/{ns}/effort_controller/commands", qos, raw=True)
         self.js = JointStateWriter(joints)
+        self.rec = None
+        if node.p["stats_file"]:
+            cap = int(node.p["stats_capacity"])
+            self.rec = {"pub_t": np.zeros(cap), "err": np.zeros(cap), "cmd_t": np.zeros(cap),
+                        "wall": np.zeros(cap), "q": np.zeros((cap, self.n)),
+                        "lat": np.zeros(cap), "answered": np.zeros(cap, dtype=bool)}
+            self.n_pub = self.n_cmd = 0
+            self.answered_last = True
 
     # the physics thread
     def on_command(self, raw, now, last=True):
         self.stats["commands"] += 1
+        r = self.rec
+        if r is not None and self.n_pub and self.n_cmd < len(r["cmd_t"]):
+            # the command answers the newest state published before it (first command after it only)
+            r["cmd_t"][self.n_cmd] = now
+            r["lat"][self.n_cmd] = now - r["pub_t"][self.n_pub - 1]
+            self.n_cmd += 1
+            if not self.answered_last:
+                self.answered_last = True
+                r["answered"][self.n_pub - 1] = True
         if not last:
             return
         u = command_values(raw)
@@ -251,6 +281,14 @@ class _Arm:
         d.qvel[v.dadr].take(idx, out=js.velocity)
         d.qfrc_actuator[v.dadr].take(idx, out=js.effort)
         self.pub_js.publish(js.bytes())
+        r = self.rec
+        if r is not None and self.n_pub < len(r["pub_t"]):
+            r["pub_t"][self.n_pub] = time.monotonic()
+            r["err"][self.n_pub] = np.max(np.abs(d.qpos[v.qadr] - self.q0))
+            r["wall"][self.n_pub] = time.time()
+            r["q"][self.n_pub] = d.qpos[v.qadr]
+            self.n_pub += 1
+            self.answered_last = False
 
 
 class CellSimNode(Node):
@@ -341,7 +379,7 @@ class CellSimNode(Node):
         first = self.arms[0]
         self._path = ControlPath(self, first.sub, first.on_command, self._cycle, self._on_path_error,
                                  name="cell_sim", spin=float(p["spin_wait"]),
-                                 extra=[(a.sub, a.on_command) for a in self.arms[1:]])
+                                 extra=[(a.sub, a.on_command) for a in self.arms[1:]], wait_extra=True)
         self._rtf = float(p["real_time_factor"])
         self._period = max(1.0 / float(p["publish_rate"]), self.dt / self._rtf)
         self._max_catchup = int(p["max_catchup"])
@@ -446,8 +484,25 @@ class CellSimNode(Node):
             self._path.destroy()
             self._path = None
 
+    def write_stats(self):
+        path = self.p["stats_file"]
+        if not path:
+            return
+        out = {}
+        for a in self.arms:
+            r = a.rec
+            out.update({f"{a.ns}.pub_t": r["pub_t"][:a.n_pub], f"{a.ns}.err": r["err"][:a.n_pub],
+                        f"{a.ns}.answered": r["answered"][:a.n_pub], f"{a.ns}.cmd_t": r["cmd_t"][:a.n_cmd],
+                        f"{a.ns}.lat": r["lat"][:a.n_cmd], f"{a.ns}.wall": r["wall"][:a.n_pub],
+                        f"{a.ns}.q": r["q"][:a.n_pub]})
+        np.savez(path, **out)
+
     def destroy_node(self):
         self.stop()
+        try:
+            self.write_stats()
+        except OSError as e:
+            print(f"[mujoco_sim] stats_file: {e}", file=sys.stderr)
         msg = f"stopped: {self.stats} " + " ".join(f"{a.ns}={a.stats}" for a in self.arms) + \
             f" sim time {self.world.t:.3f} s"
         if self.context.ok():

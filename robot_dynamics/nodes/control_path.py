@@ -98,13 +98,15 @@ class ControlPath:
     """One thread per node waiting on a TakeSubscription (see the module doc)."""
 
     def __init__(self, node, sub, on_message, on_wakeup=None, on_error=None, name="control_path", spin=0.0,
-                 extra=()):
+                 extra=(), wait_extra=False):
         self.node = node
         self.sub = sub
         # more subscriptions the thread takes from at each wake-up, before the main one (polled, never
         # waited on: they add no wake-up): (TakeSubscription, handler); handler(msg, now) gets the newest
-        # message (e.g. /clock, so that a step reads the time of its own cycle)
+        # message (e.g. /clock, so that a step reads the time of its own cycle); wait_extra=True: they
+        # are waited on as well (a message on any wakes the thread: several arms' commands in one sim)
         self.extra = list(extra)
+        self.wait_extra = bool(wait_extra)
         self.on_message = on_message
         self.on_wakeup = on_wakeup
         self.on_error = on_error or (lambda where, e: print(f"[{name}] {where}: {e!r}", file=sys.stderr))
@@ -112,7 +114,7 @@ class ControlPath:
         self.spin = float(spin)               # s before a wake-up time when the thread stops sleeping
         ctx = node.context.handle             # and polls instead (wake-up precision for CPU)
         self._gc = _rclpy.GuardCondition(ctx)
-        self._ws = _rclpy.WaitSet(1, 1, 0, 0, 0, 0, ctx)
+        self._ws = _rclpy.WaitSet(1 + (len(self.extra) if self.wait_extra else 0), 1, 0, 0, 0, 0, ctx)
         self._wake_t = None                   # monotonic time of the next on_wakeup (None: none)
         self._stop = False
         self._thread = None
@@ -222,6 +224,9 @@ class ControlPath:
         while not self._stop:
             ws.clear_entities()
             ws.add_subscription(sub_handle)
+            if self.wait_extra:
+                for xh, _, _ in extra:
+                    ws.add_subscription(xh)
             ws.add_guard_condition(gc_h)
             wt = self._wake_t
             if wt is None:
