@@ -123,10 +123,15 @@ def franka_bridge_specs():
         if s.name in own:
             continue
         r = _from_param_spec(ros_param_spec(s), "in_process: the control loop (" + _section_of(s.name) + ")")
-        if s.name.endswith(".compensate_gravity"):     # FrankaBridge._build_loop forces it (and refuses true)
+        if s.name.endswith(".compensate_gravity"):     # FrankaLoop.build_loop forces it (and refuses true)
             r.default = "False"
             r.description += " (the bridge forces false: the Franka adds gravity itself; true is refused)"
         rows.append(r)
+    # in_process: the FollowJointTrajectory action's parameters, as the controller node declares them
+    from .nodes.follow_joint_trajectory import FJT_PARAMS, joint_constraint_specs
+    have = {r.name for r in rows}
+    rows += [_from_param_spec(s, "in_process: FollowJointTrajectory") for s in FJT_PARAMS if s.name not in have]
+    rows += [_from_param_spec(s, "constraints") for s in joint_constraint_specs("<joint>")]
     return rows
 
 

@@ -128,8 +128,15 @@ def _franka(ctx, monkeypatch):
         franka_bridge.FrankaBridge("docs_test_franka", context=ctx, parameter_overrides=_params(**over))
     (node,) = made
     try:
-        node.model = Model.from_robot("panda")
-        node._build_loop()
+        # the robot side without an arm (hardware/franka_loop.py): the model as the cross-check would
+        # have loaded it, then the in-process loop it builds (its parameters declared on the node)
+        from robot_dynamics.hardware.franka_loop import FrankaLoop
+        given = {k: v.value for k, v in node._parameter_overrides.items() if k in node._loop_specs}
+        node.robot = FrankaLoop(node.p, node, loop_params=given, arm=object())
+        node.mode = node.robot.mode
+        node._in_process_init()                     # the action's parameters (franka_in_process.py)
+        node.robot.model = Model.from_robot("panda")
+        node.robot.build_loop()
         return _declared(node), set(over)
     finally:
         Node.destroy_node(node)                     # the bridge's own cleanup: nothing of it was started
