@@ -134,6 +134,11 @@ class ControlLoop:
         self.active = False
         self.need_reset = True                     # the law holds the current position at the next step
         self.total_steps = 0
+        # the inputs go straight to the supervisor (no extra call per state): update_state(q, v, now,
+        # stamp=None, effort=None), a valid state in model order (copied); reject_state(reason, detail,
+        # now), an invalid one (counted, logged throttled; the next step sends the safe command)
+        self.update_state = self.supervisor.update_state
+        self.reject_state = self.supervisor.reject_state
 
     # ------------------------------------------------------------------ parameters
     @property
@@ -222,15 +227,6 @@ class ControlLoop:
         self.runs.abort("deactivated")
         self.references.end_goal("aborted", INVALID_GOAL, "the controller was deactivated", hold=False)
 
-    def update_state(self, q, v, now, stamp=None, effort=None):
-        """A valid joint state (model order, copied); `stamp`: when it was measured [s]; `effort`: the
-        measured joint torques or None."""
-        self.supervisor.update_state(q, v, now, stamp, effort)
-
-    def reject_state(self, reason, detail, now):
-        """An invalid joint state: counted, logged throttled; the next step sends the safe command."""
-        self.supervisor.reject_state(reason, detail, now)
-
     def set_reference(self, ref, what="reference", now=None, goal=None):
         """A new reference, applied at the next step (stages/references.py); `goal`: the GoalMonitor of the
         FollowJointTrajectory goal whose trajectory `ref` is.  Refused while inactive.  (ok, reason)"""
@@ -314,23 +310,33 @@ class ControlLoop:
             refs.reset_law(now, *self.supervisor.take_reset())
             self.need_reset = False
             self.estimation.restart()                    # activation / after a trip: observer restarts
+        # (each stage called when it has something to do: the guards are the stages' own public state)
         if self.observer is not None:
             self.estimation.observe(now)
-        refs.apply(now)
-        if self.runs.step(now, t):                       # an aborted run's way back starts with its brake
-            c.tau[:] = self.brake_step(now, c.dt_rate)
+        if refs.pending is not None:
+            refs.apply(now)
+        runs = self.runs
+        if (runs.payload is not None or runs.dynamics is not None) and runs.step(now, t):
+            c.tau[:] = self.brake_step(now, c.dt_rate)   # an aborted run's way back starts with its brake
             self.total_steps += 1
             return c.tau
-        refs.apply_wrench()
-        self.estimation.measure_wrench(now, t, c.dt)
-        refs.scale_time(self.envelope, c.dt)
-        self._tank.before_law()
-        tau = self.law.compute(c.state)
+        law = self.law
+        if self.cartesian:
+            if refs.pending_wrench:
+                refs.apply_wrench()
+            self.estimation.measure_wrench(now, t, c.dt)
+        elif law.time_scalable and law.trajectory is not None:
+            refs.scale_time(self.envelope, c.dt)
+        tank = self._tank
+        if tank.on:
+            tank.before_law()
+        tau = law.compute(c.state)
         if refs.goal is not None:
             refs.check_goal()
-        if self.law.clipped:
+        if law.clipped:
             self.report.act("pose_error_clipped", now)
-        self._tank.after_law(c.dt)
+        if tank.on:
+            tank.after_law(c.dt)
         env_on = self.envelope.enabled
         if env_on:
             tau = self._envelope.apply(tau, c.state, c.dt, self.law.gravity_enabled)

@@ -30,10 +30,6 @@ FIRST_DT = 0.001       # s: a step's dt when nothing before it is known (activat
 MAX_DT = 0.1           # s: a dt is clamped to [1e-6, MAX_DT] (a stall is the watchdog's business)
 
 
-def _clamped(d):
-    return min(max(d, 1e-6), MAX_DT)
-
-
 class Cycle:
     """See the module docstring."""
 
@@ -64,16 +60,17 @@ class Cycle:
         node: after each publish), else this step's time; after a safe-command ramp with no sent()
         report, from the steady clock's record of it."""
         tc = now if t is None else t
+        # (each clamped to [1e-6, MAX_DT]; inline: this runs every cycle)
         if self.last_t is not None:
-            self.dt = _clamped(tc - self.last_t)
+            self.dt = min(max(tc - self.last_t, 1e-6), MAX_DT)
         elif self.last_ramp is not None:                  # after safe-command steps (they run on `now`)
-            self.dt = _clamped(now - self.last_ramp)
+            self.dt = min(max(now - self.last_ramp, 1e-6), MAX_DT)
         else:
             self.dt = FIRST_DT
         if self.last_sent_t is not None:
-            self.dt_rate = _clamped(tc - self.last_sent_t)
+            self.dt_rate = min(max(tc - self.last_sent_t, 1e-6), MAX_DT)
         elif self.last_pub is not None:
-            self.dt_rate = _clamped(now - self.last_pub)
+            self.dt_rate = min(max(now - self.last_pub, 1e-6), MAX_DT)
         else:
             self.dt_rate = FIRST_DT
         self.now, self.t = now, t

@@ -64,16 +64,12 @@ class TankStage:
         self.law = law
         self.keys = law.stiffness_keys
         self.tank = EnergyTank(capacity if self.keys else 0.0)
-        law.track_damping_power = self.tank.capacity > 0
-
-    @property
-    def on(self):
-        return self.tank.capacity > 0
+        law.track_damping_power = self.on = self.tank.capacity > 0      # on: the tank takes part
 
     def set_capacity(self, capacity):
         if self.keys:
             self.tank.set_capacity(capacity)
-            self.law.track_damping_power = self.tank.capacity > 0
+            self.law.track_damping_power = self.on = self.tank.capacity > 0
 
     def touches(self, law_updates):
         """True when these law parameter changes are stiffness changes the tank pays for."""
