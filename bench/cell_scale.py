@@ -145,7 +145,7 @@ def run_cell(n, law, duration, warmup, env, log_dir, net=None, track=0.0):
         sim = procs.start("a", "robot_dynamics.nodes.sim_node", "mujoco_sim",
                           params={"arms": names, "box": False, "table": False, "integrator": "implicitfast",
                                   "publish_rate": 1000.0, "stats_file": str(stats)})
-        ctls = [procs.start("b", "robot_dynamics.nodes.controller_node", "torque_controller",
+        ctls = [procs.start("b", "robot_dynamics.nodes.controller", "torque_controller",
                             remaps={"__ns": f"/{ns}"},
                             params_files=[cfg / f"panda_{law}.yaml", cfg / "cell_panda_controller.yaml"])
                 for ns in names]

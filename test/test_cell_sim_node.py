@@ -221,7 +221,7 @@ def test_shipped_cell_configs_declare_known_parameters():
     from pathlib import Path
     import yaml
     from robot_dynamics.nodes.cell_sim import PARAMETERS as CELL
-    from robot_dynamics.nodes.controller_node import all_param_specs
+    from robot_dynamics.nodes.controller.params import all_param_specs
     root = Path(__file__).resolve().parents[1] / "config"
     sim = yaml.safe_load((root / "cell_panda_sim.yaml").read_text())["/**"]["ros__parameters"]
     assert set(sim) <= set(CELL), set(sim) - set(CELL)

@@ -68,7 +68,7 @@ def _params(**kw):
 
 
 def _controller(ctx):
-    from robot_dynamics.nodes.controller_node import TorqueControllerNode
+    from robot_dynamics.nodes.controller.node import TorqueControllerNode
     over = dict(autostart=False, robot="panda", joints=PANDA_ARM, joint_states_topic="/docs_test/joint_states",
                 command_topic="/docs_test/commands")
     node = TorqueControllerNode("docs_test_controller", context=ctx, parameter_overrides=_params(**over))
