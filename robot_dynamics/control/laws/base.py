@@ -344,6 +344,11 @@ class ControlLaw:
         self._params = self._checked(defaults, {})
         self.set_params(params or {})
 
+    @property
+    def command(self):
+        """The law's last command, before the safety filter (its output buffer: read it, do not keep it)."""
+        return self._tau
+
     # ---- parameters ----
     @property
     def params(self):

@@ -46,10 +46,10 @@ def _default_frame(model):
 def effort_limited_joint(loop):
     """(joint index, the law's command on it, its limit) when the safety filter clipped the last
     command at an effort limit (the joint whose command is largest relative to its limit), else None."""
-    if "effort_limit" not in (getattr(loop.safety, "reasons", None) or []):
+    if "effort_limit" not in loop.safety.reasons:
         return None
     lim = loop.safety.limit
-    tau = getattr(loop.law, "_tau", loop.tau)          # the law's command before the filter
+    tau = loop.law.command                             # the law's command before the filter
     j = int(np.argmax(np.abs(tau) / lim))
     return j, float(tau[j]), float(lim[j])
 

@@ -40,28 +40,26 @@ class Runs:
         the prefix: value}).  Returns at once (ok, message: what it will do, or why it cannot start);
         the run then advances with every step()."""
         from .payload import PayloadRun
-        try:
-            run = PayloadRun(self.loop, self._params("payload_id.", overrides))
-        except ValueError as e:
-            return False, f"refused: {e}"
-        self._end_goal("a payload identification run started")
-        msg = run.start(now, self.loop.state.t)
-        self.payload = run
-        self._log("info", f"payload identification {msg}")
-        return True, msg
+        return self._start(PayloadRun, "payload_id.", "payload", "payload identification", now, overrides)
 
     def start_dynamics_id(self, now, overrides=None):
         """Start an identification of the arm's own dynamics with the dynamics_id.* parameters
         (overrides: {key without the prefix: value}).  Returns at once (ok, message)."""
         from .dynamics import DynamicsRun
+        return self._start(DynamicsRun, "dynamics_id.", "dynamics", "dynamics identification", now, overrides)
+
+    def _start(self, cls, prefix, attr, what, now, overrides):
+        """Build the run from the `prefix` parameters (a ValueError refuses it), end a goal in
+        progress, start it, keep it as self.<attr> and log what it does.  (ok, message): ok false also
+        when the run ended at its start (e.g. nothing to identify)."""
         try:
-            run = DynamicsRun(self.loop, self._params("dynamics_id.", overrides))
+            run = cls(self.loop, self._params(prefix, overrides))
         except ValueError as e:
             return False, f"refused: {e}"
-        self._end_goal("a dynamics identification run started")
+        self._end_goal(f"a {what} run started")
         msg = run.start(now, self.loop.state.t)
-        self.dynamics = run
-        self._log("info" if not run.done else "warn", f"dynamics identification {msg}")
+        setattr(self, attr, run)
+        self._log("warn" if run.done else "info", f"{what} {msg}")
         return not run.done, msg
 
     def abort(self, reason, restore=True):
