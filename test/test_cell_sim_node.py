@@ -217,7 +217,7 @@ def test_wants_cell_reads_the_arms_parameter(tmp_path):
 def test_shipped_cell_configs_declare_known_parameters():
     """config/cell_panda_sim.yaml sets only parameters the cell sim node declares (shared ones; the
     per-arm '<ns>.' ones are declared for the arms named), and config/cell_panda_controller.yaml only
-    the controller's topic parameters, each relative (resolved in the arm's namespace)."""
+    the controller's parameters, its topics each relative (resolved in the arm's namespace)."""
     from pathlib import Path
     import yaml
     from robot_dynamics.nodes.cell_sim import PARAMETERS as CELL
@@ -226,6 +226,12 @@ def test_shipped_cell_configs_declare_known_parameters():
     sim = yaml.safe_load((root / "cell_panda_sim.yaml").read_text())["/**"]["ros__parameters"]
     assert set(sim) <= set(CELL), set(sim) - set(CELL)
     ctl = yaml.safe_load((root / "cell_panda_controller.yaml").read_text())["/**"]["ros__parameters"]
+
+    def flat(d, prefix=""):                  # nested YAML groups -> the dotted ROS parameter names
+        for k, v in d.items():
+            yield from flat(v, f"{prefix}{k}.") if isinstance(v, dict) else [(prefix + k, v)]
+    ctl = dict(flat(ctl))
     names = {s.name for s in all_param_specs()}
     assert set(ctl) <= names, set(ctl) - names
-    assert all(not str(v).startswith("/") for v in ctl.values()), ctl
+    topics = {k: v for k, v in ctl.items() if k.endswith("_topic")}
+    assert len(topics) == 4 and all(not v.startswith("/") for v in topics.values()), topics

@@ -87,10 +87,11 @@ class Launch:
     def out(self):
         return self.log_path.read_text(errors="replace")
 
-    def wait_for(self, pattern, timeout=READY_TIMEOUT):
+    def wait_for(self, pattern, timeout=READY_TIMEOUT, since=0):
+        """Wait for `pattern` in the output (after its first `since` characters)."""
         t_end = time.monotonic() + timeout
         while time.monotonic() < t_end:
-            if re.search(pattern, self.out()):
+            if re.search(pattern, self.out()[since:]):
                 return
             if self.p.poll() is not None:
                 break

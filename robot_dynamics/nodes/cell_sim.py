@@ -21,7 +21,7 @@ joints (message order; default model order), initial_positions (`joints` order; 
 home pose), base_xyz [m] and base_rpy [rad] (the root link's pose in the world; default: the arms in
 facing pairs, arm 2k at x = -0.55 m and 2k+1 at x = +0.55 m turned by pi, both at y = 1.2 k m: two arms
 are the shipped two-Panda cell), collision_radius (link capsules, m).  The cell's: table / box (bool)
-and their geometry, and every timing / command-handling parameter of sim_node with the same meaning
+and their geometry, no_slip (MuJoCo's no-slip iterations, for a carry), and every timing / command-handling parameter of sim_node with the same meaning
 (dt, real_time_factor, integrator, publish_rate, max_catchup, spin_wait, sim_time_origin,
 bad_command_policy, command_timeout, stop_*, hold_until_first_command, brake_*, damping, friction,
 armature, effort_limits, diagnostics_period, rt_*).
@@ -59,6 +59,7 @@ from .. import realtime
 from .cdr import CDR_LE, ClockWriter, JointStateWriter, _a8, _string, _Writer
 from .common import command_values
 from .control_path import ControlPath, TakeSubscription
+from ..sim.cell_carry import no_slip
 from .sim_node import HOME, PARAMETERS as SIM_PARAMETERS, load_model
 
 # the sim_node parameters that mean the same here (the cell's physics and every arm's command handling)
@@ -78,6 +79,9 @@ PARAMETERS.update({
     "box_mass": (1.0, "[kg] box mass (uniform solid)"),
     "box_pose_topic": ("/cell/box_pose", "geometry_msgs/PoseStamped of the box (frame world)"),
     "box_pose_rate": (1000.0, "[Hz] box pose rate (at most publish_rate)"),
+    "no_slip": (0, "MuJoCo's no-slip iterations for a box held by friction (sim/cell_carry.py no_slip: "
+                   "with the elliptic cone and impratio 10; a two-hand carry's box does not creep down the "
+                   "grasp); 0: MuJoCo's defaults (soft pyramidal friction, the cheaper step)"),
     "stats_file": ("", "measurement (bench/cell_scale.py): at shutdown write per arm, as .npz, the "
                        "monotonic and wall time of every joint state published with the arm's joint "
                        "positions (model order) and error from its initial pose, and every command's receipt time and latency from the newest "
@@ -355,6 +359,10 @@ class CellSimNode(Node):
         table = TableSpec(size=tuple(p["table_size"]), top=float(p["table_top"])) if p["table"] else None
         box = BoxSpec(size=tuple(p["box_size"]), mass=float(p["box_mass"])) if p["box"] else None
         self.world = CellWorld(specs, table=table, box=box, dt=self.dt, integrator=str(p["integrator"]))
+        if int(p["no_slip"]) < 0:
+            raise ValueError(f"no_slip: expected >= 0 iterations, got {p['no_slip']}")
+        if int(p["no_slip"]):
+            no_slip(self.world, int(p["no_slip"]))
 
         self._lock = threading.Lock()
         self._pending_reset = False

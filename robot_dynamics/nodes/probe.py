@@ -67,7 +67,7 @@ class Probe(Node):
         # the controller's /diagnostics (name '<node>: ...'; keys with `diag_prefix`, e.g. 'loop.' for a
         # bridge running the loop in-process): its accepted.<reference> counts confirm a delivery
         from diagnostic_msgs.msg import DiagnosticArray
-        self._ctl_diag_name = controller_ns.strip("/").split("/")[-1] + ":"
+        self._ctl_diag_name = controller_ns.strip("/") + ":"   # (the controller's, namespace included)
         self.diag_prefix = diag_prefix
         self.ctl_diag, self.n_ctl_diag = {}, 0
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_ctl_diag, 50)

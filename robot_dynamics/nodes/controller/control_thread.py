@@ -146,6 +146,8 @@ class ControlThread:
         c = self.c
         t0 = time.perf_counter()
         try:
+            if c.partners:                                                # a cell's other arms
+                self._partners_step(c, now)
             c.stamp_ns = ns = self._clock_handle.get_now().nanoseconds   # the one clock read: the law's
             tau, safe = c.loop.step(now, ns * 1e-9)                       # time and the message stamps
             self._send(tau, safe)

@@ -74,6 +74,13 @@ class ModelSource:
                                    "it is read TRANSIENT_LOCAL: a publisher that is up delivers it at "
                                    f"once), or set robot_description, urdf_path or robot{self._clock_note()}{hint}")
                 return
+        partners = self._partners_waiting()            # a cell's other arms' models (partners.py)
+        if partners:
+            if waited > 1.0 and waited - self._autostart_logged >= 10.0:
+                self._autostart_logged = waited
+                self._log.warn(f"autostart: waiting {waited:.0f} s for the partner arms' descriptions on "
+                               f"{partners} (arm_distance.partners)")
+            return
         self._log.info(
             f"autostart: configuring ({'robot_description parameter' if have_param else ''}"
             f"{'' if have_param else (self._p('robot_description_topic') + ' received' if self._rd_msg else 'fallback ' + repr(self._p('urdf_path') or self._p('robot')) + ': no robot description came in ' + format(waited, '.1f') + ' s')})")

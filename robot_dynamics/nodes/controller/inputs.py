@@ -50,6 +50,12 @@ class ReferenceInputs:
         c = self.c
         if c is None:
             return
+        lost = self._partner_lost(c)                   # a cell's partner arm lost: holding (partners.py)
+        if lost:
+            with self._lock:
+                if c is self.c:
+                    c.loop.references.reject(what, lost, time.monotonic())
+            return
         try:
             ref = convert(c)
         except ValueError as e:

@@ -18,6 +18,7 @@ The package (nodes/controller/), one concern a file, all mixins of the one node 
     outputs.py         the command, ~/state and the observer / pose / marker outputs
     services.py        ~/hold, ~/tare, the identification services, parameter validation, /diagnostics
     params.py          the parameter specs and the interface tables (--print-params)
+    partners.py        a cell's other arms: distance rows from their joint states, hold while one is lost
 Reads: /joint_states, /clock (use_sim_time), the wrench, the references, its parameters.  Writes: the
 command (command_topic), ~/state and the other outputs, /diagnostics.  Guarantees: the control
 thread and the executor meet under one lock, so every change applies whole between two steps; an
@@ -84,6 +85,7 @@ from .inputs import (QOS_LATCHED, QOS_REFERENCE, QOS_SENSOR, ReferenceInputs,  #
                      warm_type_supports)
 from .outputs import Outputs
 from .params import LOOP_PARAM_NAMES, all_param_specs, interface_tables_markdown
+from .partners import PartnerArms
 from .services import ControllerServices
 
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
@@ -106,7 +108,7 @@ class _Configured:
 
 
 class TorqueControllerNode(ModelSource, ControlThread, ReferenceInputs, ControllerServices, FollowJointTrajectoryServer,
-                           LifecycleNode):
+                           PartnerArms, LifecycleNode):
     """Lifecycle torque controller; see the module docstring."""
 
     def __init__(self, node_name="torque_controller", **kwargs):
@@ -123,6 +125,7 @@ class TorqueControllerNode(ModelSource, ControlThread, ReferenceInputs, Controll
         self._rd_msg = None
         self._rd_sub = None
         self._subscribe_robot_description()
+        self._partners_subscribe()             # a cell's other arms (partners.py)
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         # the node's own housekeeping runs on the steady clock: with use_sim_time and no /clock (yet),
         # ROS-time timers never fire, and the node would neither start nor say why
@@ -321,6 +324,8 @@ class TorqueControllerNode(ModelSource, ControlThread, ReferenceInputs, Controll
         if c.cartesian or self._p("sensor_frame"):
             c.wrench_sub = TakeSubscription(self, WrenchStamped, self._p("wrench_topic"), QOS_SENSOR, raw=True)
             extra.append((c.wrench_sub, self._on_wrench_raw))
+        self._partner_timeout = float(self._p("arm_distance.timeout"))
+        self._partners_configure(c, extra)         # a cell's other arms: their states, commands (partners.py)
         c.path = ControlPath(self, c.js_sub, self._on_joint_state, self._on_wakeup, self._on_path_error,
                              name="control", extra=extra)
         c.subs = []

@@ -9,6 +9,7 @@ from ... import realtime
 from ..common import (EXECUTORS, RELIABILITIES, ParamSpec, params_table_markdown, parse_xacro_args,  # noqa: F401
                      ros_param_spec)
 from ..follow_joint_trajectory import FJT_PARAMS
+from .partners import PARAMS as PARTNER_PARAMS
 
 T = Parameter.Type
 
@@ -93,6 +94,7 @@ GENERAL_PARAMS = [
               "node's control thread whatever the executor (nodes/control_path.py)", "choices", EXECUTORS, startup=True),
     *[ParamSpec(*p, startup=True) for p in realtime.PARAMS],   # applied by main() once the node exists
     *FJT_PARAMS,
+    *PARTNER_PARAMS,
 ]
 assert {s.name for s in GENERAL_PARAMS} >= set(_LOOP), "every loop parameter is a node parameter"
 

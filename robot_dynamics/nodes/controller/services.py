@@ -168,7 +168,9 @@ class ControllerServices:
         now = time.monotonic()
         window = max(now - self._diag_last, 1e-9)
         self._diag_last = now
-        st = DiagnosticStatus(name=f"{self.get_name()}: torque controller", hardware_id="")
+        # the node's name, with its namespace when it has one (a cell's arms: left/torque_controller)
+        st = DiagnosticStatus(name=f"{self.get_fully_qualified_name().lstrip('/')}: torque controller",
+                              hardware_id="")
         kv = [("lifecycle_state", self.lifecycle_state)]
         if self.get_parameter("use_sim_time").value:
             ns = self._clock_handle.get_now().nanoseconds
@@ -196,6 +198,9 @@ class ControllerServices:
                 lvl, msg, loop_kv = c.loop.diagnostics()
                 level = DIAG_LEVELS[lvl]
                 kv += loop_kv
+                lost = self._partner_lost(c)          # a cell's partner arm lost (partners.py)
+                if lost and level == DiagnosticStatus.OK:
+                    level, msg = DiagnosticStatus.WARN, lost
                 if not self.active:
                     level, msg = DiagnosticStatus.OK, "inactive"
                 silent = self.active and not c.loop.cycle.have_state
