@@ -10,7 +10,10 @@ node with gravity compensation) in namespace b with its input QoS best_effort de
 default) or reliable depth 10.  The driver's publisher mirrors the node's input QoS; its subscriptions
 are reliable.  Each reply is matched to its state exactly (the echo returns the positions; the
 controller's ~/state carries q of the state it stepped on).  A state whose reply has not come after
---timeout is given up: counted as lost, the next one is sent.  No assertions: a table.
+--timeout is given up: counted as lost, the next one is sent.  The controller runs with its default
+watchdog_timeout (0.1 s) unless --watchdog says otherwise: with --timeout 0.1 every given-up state trips
+its watchdog, and the state after it must still be answered (issue 45, doc/benchmarks.md).  No
+assertions: a table.
 
 What it shows (see the README's "QoS on a lossy link"): with best_effort a lost state is gone, and the
 one-in-flight driver waits its whole timeout for an answer that never comes; with reliable the writer
