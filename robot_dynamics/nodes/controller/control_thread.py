@@ -82,6 +82,8 @@ class ControlThread:
                 st = msg.header.stamp
                 sec, nsec = st.sec, st.nanosec
             loop = c.loop
+            if self.active and not c.timer_trigger:
+                self._overdue_watchdog(loop, now)
             if ok:                                     # (the effort: measured torques, for the
                 loop.update_state(mapper.q, mapper.v, now,      # payload identification)
                                   (sec + nsec * 1e-9) if (sec or nsec) else None,
@@ -95,6 +97,20 @@ class ControlThread:
                     else:
                         self._publish_safe()
                 self._schedule(now)
+
+    def _overdue_watchdog(self, loop, now):
+        """Before a state is taken: the watchdog's wake-up (stale_at, `_schedule`) that was due before
+        `now` and has not run (the thread woke late, or woke for this message first: the path hands
+        the messages over before an overdue wake-up) runs now, as it would have on time: the trip and
+        its safe command, so that the state taken next is a fresh state after a trip (the law restarts
+        and ramps, `Supervisor.fresh`).  Without this the step on that state found two steps more than
+        watchdog_timeout apart (`Supervisor.stalled`) and sent the safe command instead: a fresh state
+        went unanswered whenever the thread's wake-up lost the race with the next state (issue 45: a
+        lockstep driver giving up after watchdog_timeout lost two states for one dropped on the wire)."""
+        sup = loop.supervisor
+        if sup.watchdog == "ok" and loop.cycle.have_state and not sup.latest_rejected and now > sup.stale_at():
+            sup.check_watchdog(now)
+            self._publish_safe()
 
     def _on_wakeup(self, now):
         """The control thread's wake-up without a message: a `trigger: timer` step, or the watchdog
