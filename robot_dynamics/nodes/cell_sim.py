@@ -60,7 +60,7 @@ from .cdr import CDR_LE, ClockWriter, JointStateWriter, _a8, _string, _Writer
 from .common import command_values
 from .control_path import ControlPath, TakeSubscription
 from ..sim.cell_carry import no_slip
-from .sim_node import HOME, PARAMETERS as SIM_PARAMETERS, load_model
+from .sim_node import HOME, PARAMETERS as SIM_PARAMETERS, Paced, load_model
 
 # the sim_node parameters that mean the same here (the cell's physics and every arm's command handling)
 SHARED = ("dt", "real_time_factor", "integrator", "publish_rate", "max_catchup", "spin_wait",
@@ -295,7 +295,7 @@ class _Arm:
             self.answered_last = False
 
 
-class CellSimNode(Node):
+class CellSimNode(Paced, Node):
     """Several simulated arms in one world on the ROS graph (see the module docstring)."""
 
     def __init__(self, node_name="mujoco_sim", **kwargs):
@@ -455,26 +455,14 @@ class CellSimNode(Node):
         if any([a.after_step() for a in self.arms]):
             import mujoco
             mujoco.mj_forward(w.m, w.d)
-        self._steps += n
-        self.stats["steps"] = self._steps
-        self.stats["cycles"] += 1
-        self._publish()
-        self._gc_ctl.tick(now)
-        self._next_wake += self._period
-        if self._next_wake < time.monotonic() - self._period:
-            self._next_wake = time.monotonic()
-        self._path.wake_at(self._next_wake)
+        self._stepped(n, now)
+        self._wake_next()
 
     def sim_time(self):
         return self.t0 + self.world.t
 
     def _publish(self):
-        t = self.sim_time()
-        sec = int(math.floor(t))
-        nsec = int((t - sec) * 1e9)
-        if self.pub_clock is not None:
-            self._clock_out.set_stamp(sec, nsec)
-            self.pub_clock.publish(self._clock_out.bytes())
+        sec, nsec = self._publish_clock()
         for a in self.arms:
             a.publish(sec, nsec)
         if self.pub_box is not None:
@@ -486,11 +474,6 @@ class CellSimNode(Node):
                 self._box_out.pose[:3] = p
                 self._box_out.pose[3:] = qx
                 self.pub_box.publish(self._box_out.bytes())
-
-    def stop(self):
-        if self._path is not None and self._path.stop():
-            self._path.destroy()
-            self._path = None
 
     def write_stats(self):
         path = self.p["stats_file"]

@@ -159,7 +159,43 @@ def default_ft_frame(model, robot):
     return model.frame_names[-1]
 
 
-class MujocoSimNode(Node):
+class Paced:
+    """The pacing both sim nodes share (this one and nodes/cell_sim.py): after a cycle of n physics
+    steps, count it, publish, tick the collector; the next wake-up one period on (re-anchored when late
+    by more than a period); the clock's stamp; stop.  Needs _steps, stats, _period, _next_wake, _path,
+    _gc_ctl, pub_clock, _clock_out, sim_time() and _publish()."""
+
+    def _stepped(self, n, now):
+        self._steps += n
+        self.stats["steps"] = self._steps
+        self.stats["cycles"] += 1
+        self._publish()
+        self._gc_ctl.tick(now)          # rt_gc_mode manual: after the publish
+
+    def _wake_next(self):
+        period = self._period
+        self._next_wake += period
+        if self._next_wake < time.monotonic() - period:   # late by more than a period: re-anchor
+            self._next_wake = time.monotonic()
+        self._path.wake_at(self._next_wake)
+
+    def _publish_clock(self):
+        """(sec, nsec) of the sim time now; /clock published with it when enabled."""
+        t = self.sim_time()
+        sec = int(math.floor(t))
+        nsec = int((t - sec) * 1e9)
+        if self.pub_clock is not None:
+            self._clock_out.set_stamp(sec, nsec)
+            self.pub_clock.publish(self._clock_out.bytes())
+        return sec, nsec
+
+    def stop(self):
+        if self._path is not None and self._path.stop():
+            self._path.destroy()
+            self._path = None
+
+
+class MujocoSimNode(Paced, Node):
     """Simulated arm on the ROS graph (see the module docstring)."""
 
     def __init__(self, node_name="mujoco_sim", **kwargs):
@@ -451,27 +487,14 @@ class MujocoSimNode(Node):
                     self._hold_q = self.sim.q
             if self._braked:            # brakes on: time runs, the arm stays where they hold it
                 self._reset_keep_time(self._hold_q)
-            self._steps += n
-            self.stats["steps"] = self._steps
-            self.stats["cycles"] += 1
-            self._publish()
-            self._gc_ctl.tick(now)      # rt_gc_mode manual: after the publish
-        period = self._period
-        self._next_wake += period
-        if self._next_wake < time.monotonic() - period:   # late by more than a period: re-anchor
-            self._next_wake = time.monotonic()
-        self._path.wake_at(self._next_wake)
+            self._stepped(n, now)
+        self._wake_next()
 
     def sim_time(self):
         return self.t0 + self.sim.t
 
     def _publish(self):
-        t = self.sim_time()
-        sec = int(math.floor(t))
-        nsec = int((t - sec) * 1e9)
-        if self.pub_clock is not None:
-            self._clock_out.set_stamp(sec, nsec)
-            self.pub_clock.publish(self._clock_out.bytes())
+        sec, nsec = self._publish_clock()
         js, idx = self._js, self.model_to_msg
         js.set_stamp(sec, nsec)
         self.sim.q.take(idx, out=js.position)
@@ -483,11 +506,6 @@ class MujocoSimNode(Node):
             m.set_stamp(sec, nsec)
             m.wrench[:] = self.sim.ft_wrench()
             self.pub_wrench.publish(m.bytes())
-
-    def stop(self):
-        if self._path is not None and self._path.stop():
-            self._path.destroy()
-            self._path = None
 
     def destroy_node(self):
         self.stop()
