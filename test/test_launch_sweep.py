@@ -33,7 +33,11 @@ until the arm is at rest (REST for REST_STATES states in a row):
   by the law's quintic within the velocity limits): the table printed says which it was;
 - /diagnostics carries a WARN (or ERROR) status of the controller after the target (for an accepted
   joint-law target: not required).
-Watched fail with the shipped safety broken: see the report of issue 42's sweep (CHANGELOG / report).
+Watched fail with the shipped safety broken (each put in, run, reverted): panda cartesian_impedance with
+max_pos_error = max_rot_error = 0 and safety.joint_speed_stop = 0 in a copied config (config:=): through
+the base at 1.96 x the URDF velocity limit with no speed stop, and behind the base / at the singularity
+no WARN naming the clipping; ur5e joint_impedance with ik.min_singular_value = 0: the singular target
+accepted; the reach check removed from the package (References.beyond_reach): (2, 0, 0.5) accepted.
 """
 import re
 import threading
@@ -69,6 +73,7 @@ ONSET_WAIT = 10.0           # s: ... at the latest this long after its delivery 
 RESENDS = 2                 # a target abandoned by a watchdog trip (a late joint state) is sent again
 LIMIT_SLACK = 5e-3          # rad past a URDF position limit (test_sim.py STOP_OVERSHOOT)
 OK, WARN = 0, 1
+WATCHDOG_REFUSAL = "arrived while the watchdog was tripped"     # the controller's refusal: send it again
 THROTTLE = 1.1              # s: log_throttle_period (1 s, its default: the shipped configs leave it) + margin
 # a controller log line at WARN or ERROR
 CTL_WARN = re.compile(r"^\[controller_node-\d+\] \[(WARN|ERROR)\] \[[\d.]+\] \[torque_controller\]: (.*)$", re.M)
@@ -260,17 +265,19 @@ def wait_rest(watch, start, timeout=REST_WAIT):
 
 
 def wait_moving(watch, start, timeout=ONSET_WAIT):
-    """True once a joint state from `start` on has a joint faster than MOVING; False after `timeout`."""
+    """Index of the first joint state from `start` on with a joint faster than MOVING; None after
+    `timeout`."""
     t_end = time.monotonic() + timeout
     k = start
     while time.monotonic() < t_end:
         with watch.lock:
             new = watch.js_log[k:]
-        k += len(new)
-        if any(np.max(np.abs(e[2])) > MOVING for e in new):
-            return True
+        for e in new:
+            if np.max(np.abs(e[2])) > MOVING:
+                return k
+            k += 1
         time.sleep(0.02)
-    return False
+    return None
 
 
 def deliver(watch, p, quat, timeout=WAIT, again_after=3.0):
@@ -343,13 +350,14 @@ def run_case(robot, law, tmp_path, config=None):
                 if last_pub is not None:
                     time.sleep(max(0.0, last_pub + THROTTLE - time.monotonic()))
                 trips0 = watch.count("watchdog_trips")
+                n_send = len(launch.out())
                 t_pub, verdict = deliver(watch, p, quat_xyzw(R))
                 last_pub = t_pub
                 i0 = js_index(watch, t_pub)
                 # an accepted far target: the arm starts to move (after a watchdog trip the law ramps
                 # in first), then comes to rest; a refused one: at rest from the start
-                moved = verdict == "accepted" and wait_moving(watch, i0)
-                k = wait_rest(watch, i0)
+                moved = wait_moving(watch, i0) if verdict == "accepted" else None
+                k = wait_rest(watch, i0 if moved is None else moved)
                 with watch.lock:
                     log += watch.js_log[i0:k if k is not None else len(watch.js_log)]
                 # the diagnostics of the window (one more report after the rest, to catch the last act)
@@ -358,10 +366,13 @@ def run_case(robot, law, tmp_path, config=None):
                 watch.wait(lambda: bool(watch.ctl) and watch.ctl[-1][0] > t_rest, 10.0)
                 diag += watch.since(t_pub)
                 trips = watch.count("watchdog_trips") - trips0
-                sends.append((verdict, trips) + (("moved",) if moved else ()))
+                refused_tripped = WATCHDOG_REFUSAL in launch.out()[n_send:]
+                sends.append((verdict, trips) + (("moved",) if moved is not None else ()) +
+                             (("refused: watchdog tripped",) if refused_tripped else ()))
                 # a joint state late by more than watchdog_timeout (a loaded host) trips the watchdog,
-                # which abandons the target and holds: sent again, as a user would (counted, printed)
-                if not (verdict == "accepted" and trips and k is not None):
+                # which abandons the target and holds, or refuses a target that arrives meanwhile:
+                # sent again, as the controller's WARN asks (counted, printed)
+                if k is None or not ((verdict == "accepted" and trips) or refused_tripped):
                     break
             stops = watch.count("joint_speed_stops") - stops0
             Q = np.array([e[1] for e in log])
@@ -405,10 +416,15 @@ def check(robot, law, r):
         f"{what}: joint speed {r['speed_ratio']:.2f} x the URDF limit, speed stops {r['stops']}"
     assert r["past"] < LIMIT_SLACK, f"{what}: {r['past']:.4f} rad past a URDF position limit"
     warns = " | ".join(r["warns"])
-    if r["target"] == "out_of_reach" or (r["target"] == "singularity" and not cartesian):
-        # (the joint laws' IK refuses a solution at a singular configuration: ik.min_singular_value)
+    if r["target"] == "out_of_reach":
         assert r["verdict"] == "rejected", f"{what}: a target at {r['goal']} accepted"
         assert re.search(CAUSE["out_of_reach"], warns), f"{what}: no WARN naming the reach: {r['warns']}"
+    elif r["target"] == "singularity" and not cartesian:
+        # the joint laws' IK refuses a solution at a singular configuration (ik.min_singular_value), or
+        # does not converge to it (then: out of reach, with the closest distance)
+        assert r["verdict"] == "rejected", f"{what}: a target at {r['goal']} accepted"
+        assert re.search(CAUSE["singular"] + "|" + CAUSE["out_of_reach"], warns), \
+            f"{what}: no WARN naming the singularity or the reach: {r['warns']}"
     elif r["verdict"] == "rejected":
         assert re.search("|".join(CAUSE.values()), warns), f"{what}: refused without a WARN naming why: {r['warns']}"
     elif cartesian or r["stops"]:
