@@ -100,6 +100,11 @@ class References:
         elif isinstance(ref, (JointReference, JointTrajectory)):
             if self.cartesian:
                 return self.reject(what, f"{name} takes no joint reference", now)
+            if isinstance(ref, JointReference):
+                try:
+                    ref = self.velocity_clamped(ref, what, now)
+                except ValueError as e:
+                    return self.reject(what, str(e), now)
             if isinstance(ref, JointReference) and self._p["setpoint_shaping"]:
                 try:
                     ref = self.shaped(ref)
@@ -116,6 +121,30 @@ class References:
         self.pending_what = what
         self.report.counts[f"accepted.{what}"] += 1     # (on /diagnostics: a sender can see it arrived)
         return True, ""
+
+    def velocity_clamped(self, ref, what="reference", now=None):
+        """A joint reference (a streamed JointState: position and velocity) whose velocity exceeds a
+        joint's velocity limit (the model's, from the URDF) has that velocity clamped to the limit
+        (sign kept): the law's damping then never pulls a joint towards a speed past its limit.  A
+        WARN (throttled) names the joint, the velocity and the limit; counted as clamped.<what>.
+        Joints without a velocity limit (none, <= 0, not finite) are passed on.  ValueError (as_vec) for
+        a velocity of the wrong length or not finite."""
+        if ref.v is None:
+            return ref
+        n = self.model.nv
+        v = as_vec(ref.v, n, "reference v")
+        vl = np.asarray(self.model.velocity_limits, dtype=float)
+        lim = np.where(np.isfinite(vl) & (vl > 0), vl, np.inf)
+        over = np.abs(v) > lim
+        if not np.any(over):
+            return ref
+        names = self.model.joint_names
+        text = ", ".join(f"{names[j]!r} {v[j]:+.3f} rad/s (limit {lim[j]:.3f})" for j in np.flatnonzero(over))
+        self.report.counts[f"clamped.{what}"] += 1
+        self.report.act(f"clamped.{what}", now, text)
+        self.report.throttled(f"clamp.{what}", "warn", f"{what}: velocity past the joint's velocity limit "
+                              f"(URDF): {text}; clamped to the limit", now)
+        return dataclasses.replace(ref, v=np.clip(v, -lim, lim))
 
     def beyond_reach(self, points):
         """The reason to refuse Cartesian target points (N x 3, base frame) one of which is beyond the
