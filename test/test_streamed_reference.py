@@ -1,6 +1,8 @@
 """A streamed joint reference (a JointState on ~/target_joint_state with a velocity: what the controller
 node and the Franka bridge in in-process mode both hand ControlLoop.set_reference) whose velocity is past
-a joint's velocity limit (issue 42): clamped to the limit, with a WARN naming the joint and the limit.
+a joint's velocity limit (issue 42): refused, with a WARN naming the joint, its velocity and the limit; the
+arm keeps its present reference.  (Clamped to the limit instead, the law's damping pulled franky-sim's
+joint 1 to 1.09 x its limit: test_franka_steps.py.)
 
 Oracles: the velocity limits the URDF file states (read here from its XML), the law's damping the test
 sets (d_gains: the torque at rest is d_j v_d,j exactly), the velocity the test sends."""
@@ -41,19 +43,25 @@ def _command_for(loop, ref, t=0.001):
     return np.array(tau)
 
 
-def test_streamed_velocity_past_the_limit_is_clamped_and_warned():
+def test_streamed_velocity_past_the_limit_is_refused_and_warned():
     model, loop, vl, lines = _setup()
-    v = 0.5 * vl                      # within the limits: passed on as sent
+    v = 0.5 * vl                      # within the limits
     v[0], v[4] = 3.0 * vl[0], -2.0 * vl[4]
-    tau = _command_for(loop, JointReference(q=Q0.copy(), v=v))
-    expect = D * np.clip(v, -vl, vl)
-    np.testing.assert_allclose(tau, expect, atol=1e-9)
-    assert loop.counts["clamped.target_joint_state"] == 1
+    ok, why = loop.set_reference(JointReference(q=Q0.copy(), v=v), "target_joint_state", 0.001)
+    assert not ok
+    loop.update_state(Q0, np.zeros(7), 0.002)
+    tau, _ = loop.step(0.002)
+    np.testing.assert_allclose(tau, np.zeros(7), atol=1e-9)     # still holding Q0 at rest
+    assert loop.counts["rejected.target_joint_state"] == 1
     warns = [tx for lv, tx in lines if lv == "warn" and "velocity limit" in tx]
     assert warns, lines
     for j in (0, 4):
-        assert model.joint_names[j] in warns[0] and f"{vl[j]:.3f}" in warns[0], warns[0]
+        assert model.joint_names[j] in warns[0] and f"{vl[j]:.3f}" in warns[0] and f"{v[j]:+.3f}" in warns[0], \
+            warns[0]
     assert model.joint_names[1] not in warns[0]
+    # the next message of the stream, within the limits, is followed
+    tau = _command_for(loop, JointReference(q=Q0.copy(), v=0.5 * vl), t=0.003)
+    np.testing.assert_allclose(tau, D * 0.5 * vl, atol=1e-9)
 
 
 def test_streamed_velocity_within_the_limits_passes_unchanged():
@@ -61,7 +69,7 @@ def test_streamed_velocity_within_the_limits_passes_unchanged():
     v = 0.99 * vl * np.array([1, -1, 1, -1, 1, -1, 1])
     tau = _command_for(loop, JointReference(q=Q0.copy(), v=v))
     np.testing.assert_allclose(tau, D * v, atol=1e-9)
-    assert loop.counts.get("clamped.target_joint_state", 0) == 0
+    assert loop.counts.get("rejected.target_joint_state", 0) == 0
     assert not [tx for lv, tx in lines if "velocity limit" in tx]
 
 
