@@ -69,8 +69,9 @@ def sim_address():
 class FrankySim:
     """`franky-sim -s mujoco --hostname ADDR` in its own process group; ended on exit."""
 
-    def __init__(self, log_dir, push=False):
+    def __init__(self, log_dir, push=False, initial_q=None):
         self.address = sim_address()
+        self.initial_q = initial_q          # the arm's start pose (test/franky_sim_pose.py), else the sim's
         self.log_path = Path(log_dir) / f"franky_sim_{self.address}.log"
         self.proc = None
         self.push_port = PUSH_PORT if push else None
@@ -81,6 +82,8 @@ class FrankySim:
         # with push: the same server through test/franky_sim_push.py, which adds an external force
         cmd = ([sys.executable, str(Path(__file__).parent / "franky_sim_push.py"), "--hostname", self.address,
                 "--push-port", str(self.push_port)] if self.push_port else
+               [sys.executable, str(Path(__file__).parent / "franky_sim_pose.py"), "--hostname", self.address,
+                "--initial-q", *(repr(float(x)) for x in self.initial_q)] if self.initial_q is not None else
                [str(FRANKY_SIM), "-s", "mujoco", "--hostname", self.address])
         self.proc = subprocess.Popen(cmd,
                                      stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -468,18 +471,21 @@ def gravity_of(backend, model, q, joints):
 
 
 @contextlib.contextmanager
-def rig(tmp_path, law=None, mode="topic", controller_over=None, push=False, **bridge_over):
+def rig(tmp_path, law=None, mode="topic", controller_over=None, push=False, initial_q=None, config=None,
+        **bridge_over):
     """franky-sim (push: with FrankySim.push) + bridge (+ controller `law` in topic mode; the law in
     the bridge in in_process mode), a BridgeProbe; waits until the bridge applies commands (or,
-    without a law, until it reports a state) and the start ramps are over."""
+    without a law, until it reports a state) and the start ramps are over.  initial_q: franky-sim's
+    arm starts there (test/franky_sim_pose.py).  config: in in_process mode, the law's parameters file
+    (default config/fr3_<law>.yaml)."""
     procs = NodeProcesses(log_dir=tmp_path)
     probe = BridgeProbe(name="franka_probe",
                         **({"controller_ns": "/franka_bridge"} if mode == "in_process" else {}))
-    with FrankySim(tmp_path, push=push) as sim:
+    with FrankySim(tmp_path, push=push, initial_q=initial_q) as sim:
         try:
             if mode == "in_process":
                 procs.start("robot_dynamics.nodes.franka_bridge", name="franka_bridge",
-                            params_files=[config_path(f"fr3_{law}.yaml"), config_path("fr3_bridge.yaml")],
+                            params_files=[config or config_path(f"fr3_{law}.yaml"), config_path("fr3_bridge.yaml")],
                             params=bridge_params(sim, mode="in_process", **bridge_over))
             else:
                 start_bridge(procs, sim, **bridge_over)

@@ -10,7 +10,8 @@ own pending reference and goal.  Raises: `abort_runs(reason, restore)` (the loop
 reference replaces an identification run's.
 
 Guarantees: a reference is applied at a cycle boundary, never mid-cycle; a refused one is counted
-(rejected.<what>) and logged throttled with its reason; a Cartesian target beyond the law frame's reach
+(rejected.<what>) and logged throttled with its reason; a joint reference with a velocity past a joint's
+velocity limit is refused (the joint, its velocity and the limit said); a Cartesian target beyond the law frame's reach
 bound is refused (the arm keeps its target); a joint set-point (no velocity, no acceleration) is approached
 on a rest-to-rest quintic whose speed keeps the law's torque change K_j v_j (D_j a_j) within
 SHAPING_RATE_SHARE of the torque-rate limit (so the rate limit never lags inside the loop) and within
@@ -100,6 +101,13 @@ class References:
         elif isinstance(ref, (JointReference, JointTrajectory)):
             if self.cartesian:
                 return self.reject(what, f"{name} takes no joint reference", now)
+            if isinstance(ref, JointReference):
+                try:
+                    fast = self.velocity_check(ref, what)
+                except ValueError as e:
+                    return self.reject(what, str(e), now)
+                if fast:
+                    return self.reject(what, fast, now)
             if isinstance(ref, JointReference) and self._p["setpoint_shaping"]:
                 try:
                     ref = self.shaped(ref)
@@ -116,6 +124,28 @@ class References:
         self.pending_what = what
         self.report.counts[f"accepted.{what}"] += 1     # (on /diagnostics: a sender can see it arrived)
         return True, ""
+
+    def velocity_check(self, ref, what="reference"):
+        """A joint reference's velocity (a streamed JointState: position and velocity) against each
+        joint's velocity limit (the model's, from the URDF): "" when within them (or no velocity), else
+        the reason to refuse it, naming each joint past its limit, its velocity and the limit.  A
+        velocity at the limit is not clamped and followed instead: the law's damping would pull the arm
+        towards it, and on franky-sim a set-point with joint 1's velocity clamped to its limit took the
+        joint to 1.09 x the limit (test_franka_steps.py).  Joints without a velocity limit (none,
+        <= 0, not finite) are not checked.  ValueError (as_vec) for a velocity of the wrong length or
+        not finite."""
+        if ref.v is None:
+            return ""
+        v = as_vec(ref.v, self.model.nv, "reference v")
+        vl = np.asarray(self.model.velocity_limits, dtype=float)
+        lim = np.where(np.isfinite(vl) & (vl > 0), vl, np.inf)
+        over = np.flatnonzero(np.abs(v) > lim)
+        if not len(over):
+            return ""
+        names = self.model.joint_names
+        text = ", ".join(f"{names[j]!r} {v[j]:+.3f} rad/s (limit {lim[j]:.3f})" for j in over)
+        return (f"velocity past the joint's velocity limit (URDF): {text}; not followed, the arm keeps its "
+                "present reference")
 
     def beyond_reach(self, points):
         """The reason to refuse Cartesian target points (N x 3, base frame) one of which is beyond the
