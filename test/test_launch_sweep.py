@@ -1,8 +1,8 @@
 """Issue 42 over DDS: the shipped sim launch files, swept with the targets a new user may send.
 
-For each shipped robot (panda, ur5e, kinova) with controller:=cartesian_impedance, and for one robot
-each of the joint laws (ur5e + joint_impedance, panda + computed_torque: their ~/target_pose goes
-through the inverse kinematics), the real `ros2 launch robot_dynamics sim.launch.py robot:=R
+For each shipped robot (panda, ur5e, kinova) with each law that takes a target (cartesian_impedance,
+and joint_impedance and computed_torque, whose ~/target_pose goes through the inverse kinematics),
+the real `ros2 launch robot_dynamics sim.launch.py robot:=R
 controller:=L` runs (test_ros2_tools.Launch: its own session, this run's ROS_DOMAIN_ID).  Once the
 controller is active and the arm held (events: the controller's /diagnostics OK "active", the sim's
 brakes off, the plant at rest), targets go in sequence on /torque_controller/target_pose, each
@@ -54,8 +54,9 @@ pin = pytest.importorskip("pinocchio")
 
 pytestmark = [pytest.mark.system, pytest.mark.slow]
 
-CASES = [("panda", "cartesian_impedance"), ("ur5e", "cartesian_impedance"), ("kinova", "cartesian_impedance"),
-         ("ur5e", "joint_impedance"), ("panda", "computed_torque")]
+# every shipped robot x every law that takes a target (gravity compensation takes none)
+CASES = [(r, law) for law in ("cartesian_impedance", "joint_impedance", "computed_torque")
+         for r in ("panda", "ur5e", "kinova")]
 # the frame the law places: the Cartesian law's `frame`, the joint laws' IK frame (ik.frame unset in the
 # shipped configs: the model's last frame, the same frame for these two robots)
 FRAME = {"panda": "panda_hand_tcp", "ur5e": "tool0", "kinova": "j2s6s200_end_effector"}
