@@ -159,7 +159,11 @@ class PartnerArms:
     def _on_partner_state(self, p, raw, now):
         """A partner's newest joint state (bytes), on the control thread."""
         with self._lock:
-            if not p.cdr.parse(raw) or not p.mapper.map_cdr(p.cdr):
+            try:
+                ok = p.cdr.parse(raw) and p.mapper.map_cdr(p.cdr)
+            except (ValueError, IndexError):           # a truncated or inconsistent buffer
+                ok = False
+            if not ok:                                 # counted; the partner's state goes stale
                 self.counts["arm_distance.rejected_states"] += 1
                 return
             p.q = p.mapper.q.copy()
