@@ -188,7 +188,9 @@ def wait_active(rig, node):
     wait_for(lambda: node.lifecycle_state == "active", TIMEOUT, f"{node.get_name()} active")
 
 
-FAST = dict(ramp_time=0.0, torque_rate_limit=1e9)       # no start ramp, no rate limit: command = law
+# no start ramp, no rate limit, the gains whatever the hold (the states here come one by one, each held
+# for as long as the test takes: the hold bound would slow the law): command = law
+FAST = dict(ramp_time=0.0, torque_rate_limit=1e9, hold_bound=False)
 
 
 # ------------------------------------------------------------------------------------------------

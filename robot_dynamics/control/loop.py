@@ -54,7 +54,7 @@ from ..dynamics import make_backend
 from .laws.base import check_vector
 from .loop_params import LoopParams
 from .runs.stage import Runs
-from .stages.cycle import Cycle
+from .stages.cycle import MAX_DT as MAX_HOLD, Cycle   # a hold longer than MAX_DT counts as MAX_DT
 from .stages.envelope import EnvelopeStage
 from .stages.estimation import Estimation
 from .stages.output import Output
@@ -74,6 +74,8 @@ class ControlLoop:
     GAIN_OMEGA_DT = 0.5            # a live gain's natural frequency x the control period at most this
     MIN_DAMPING_RATIO = 0.1        # a live damping ratio at least this (a spring without damping, one
                                    # cycle late, is unstable at any stiffness)
+    HOLD_DECAY = 1.0               # s: the hold estimate forgets a long hold with this time constant
+    HOLD_FREE = 1.5                # holds up to this x the period leave the law's gains alone
 
     @classmethod
     def from_params(cls, model, params=None, log=None, counts=None, labels=None):
@@ -134,6 +136,10 @@ class ControlLoop:
         self.active = False
         self.need_reset = True                     # the law holds the current position at the next step
         self.total_steps = 0
+        self.hold_time = self.period                    # s: how long a command is held (hold_omega)
+        self.hold_longest = 0.0                    # s: the longest hold seen (diagnostics)
+        self._hold_t = None                        # the control clock at the last step
+        self._damped_ramp = False                  # the ramp after a trip / stop starts from a damped hold
         # the inputs go straight to the supervisor (no extra call per state): update_state(q, v, now,
         # stamp=None, effort=None), a valid state in model order (copied); reject_state(reason, detail,
         # now), an invalid one (counted, logged throttled; the next step sends the safe command)
@@ -260,8 +266,25 @@ class ControlLoop:
         return ok, why
 
     def _restart_law(self):
+        """The law comes back (after a watchdog trip, a speed stop, the envelope's stop): it holds where the
+        arm is, ramped in from a damped hold that follows the state (damped_ramp)."""
         self.need_reset = True
         self.safety.reset(start=self.safety.prev)
+        self._damped_ramp = True
+
+    def damped_ramp(self):
+        """While the start ramp after a trip or a stop runs, the torque it ramps from is the safe command
+        with the stops' damping at the current state, g(q) - D v (D: supervisor.stop_damping, within the
+        hold bound), not the torque last sent: a ramp from a frozen torque leaves a moving arm undamped
+        (its weight held at an old pose, the law's damping ramped down) for ramp_time, and on a starved
+        host whose stalls trip the watchdog again and again that coasting grew to 20-190x the velocity
+        limits (test_hold_bound.py)."""
+        sf = self.safety
+        if not sf.ramping:
+            self._damped_ramp = False
+            return
+        start = self.output.safe_torque() - self.supervisor.stop_damping() * self.v
+        np.clip(start, -sf.limit, sf.limit, out=sf.start)
 
     # ------------------------------------------------------------------ the ports stages raise
     def _stop(self, run_reason, goal_message, restore):
@@ -286,6 +309,7 @@ class ControlLoop:
         counted (errors.control_step), logged (throttled) and answered with the safe command."""
         self.report.latest = now
         sup, out = self.supervisor, self.output
+        self.hold_omega(now if t is None else t)
         try:
             if not self.active or sup.stalled(now) or sup.check_watchdog(now):
                 return out.safe_step(now), True
@@ -310,6 +334,8 @@ class ControlLoop:
             refs.reset_law(now, *self.supervisor.take_reset())
             self.need_reset = False
             self.estimation.restart()                    # activation / after a trip: observer restarts
+        if self._damped_ramp:
+            self.damped_ramp()
         # (each stage called when it has something to do: the guards are the stages' own public state)
         if self.observer is not None:
             self.estimation.observe(now)
@@ -331,6 +357,8 @@ class ControlLoop:
         if tank.on:
             tank.before_law()
         tau = law.compute(c.state)
+        if law.capped:
+            self._capped(now)
         if refs.goal is not None:
             refs.check_goal()
         if law.clipped:
@@ -354,6 +382,48 @@ class ControlLoop:
         self.output.safe_reached = False
         self.total_steps += 1
         return c.tau
+
+    def hold_omega(self, tc):
+        """The hold bound, measured at every step (`tc`: the control clock).  A command stays on the arm
+        until the next one (a driver's zero-order hold), and a starved host holds it for many periods: a
+        joint of natural frequency w, critically damped, held for T is unstable once w T > 1 (its damping
+        torque, held, reverses the joint's speed and grows it: b = 2 w T > 2 in the sampled loop), which a
+        light wrist (the UR5e's wrist 3: k 50 N m/rad on 0.017 kg m^2, w 54 rad/s) reaches at an 18 ms
+        stall.  So the law's feedback is slowed to w <= GAIN_OMEGA_DT / T_hold (law.omega_cap), the
+        joint-limit repulsion's stiffness to M_jj w^2 (safety.stiffness_cap) and every stop's damping rate
+        to 2 w (supervisor.damping_rate_cap), T_hold the longest recent time between two steps (forgotten
+        with HOLD_DECAY), as the live gains are bounded by the period: the sampled loop keeps b <= 1 and
+        a = (w T)^2 <= 1/4.  Holds up to HOLD_FREE periods leave everything alone."""
+        last, self._hold_t = self._hold_t, tc
+        h = self.hold_time
+        if last is not None:
+            dt = tc - last
+            if dt > 0.0:
+                h -= h * min(dt / self.HOLD_DECAY, 1.0)
+                if dt > h:
+                    h = min(dt, MAX_HOLD)
+                    if h > self.hold_longest:
+                        self.hold_longest = h
+        if h < self.period:
+            h = self.period
+        self.hold_time = h
+        if h > self.HOLD_FREE * self.period and self._p["hold_bound"]:
+            w = self.GAIN_OMEGA_DT / h
+            self.law.omega_cap = w
+            self.supervisor.damping_rate_cap = 2.0 * w
+            self.safety.stiffness_cap = w * w * np.diagonal(self.gravity_backend.mass_matrix(self.q)) \
+                if self.safety.repels else None
+        elif self.law.omega_cap != np.inf:
+            self.law.omega_cap = self.supervisor.damping_rate_cap = np.inf
+            self.safety.stiffness_cap = None
+
+    def _capped(self, now):
+        """The hold bound slowed some of the law's feedback this step: counted, logged (info, throttled)."""
+        self.counts["hold_capped_steps"] += 1
+        self.report.throttled("hold_capped", "info", (
+            f"commands held up to {1e3 * self.hold_time:.1f} ms (a stalled loop): the {self.law_name} feedback "
+            f"slowed to {self.law.omega_cap:.3g} rad/s on {self.law.capped} joint(s) / mode(s) so that the "
+            f"held command stays stable; the gains come back as the holds shorten"), now)
 
     def brake_step(self, now, dt=None):
         """One step of an identification run's brake (its way back starts with it): g(q) when the law
@@ -390,6 +460,8 @@ class ControlLoop:
         reasons = getattr(self.safety, "reasons", None)
         if reasons:
             kv.append(("safety.last_reasons", ",".join(map(str, reasons))))
+        kv += [("hold_ms", f"{1e3 * self.hold_time:.1f}"), ("hold_longest_ms", f"{1e3 * self.hold_longest:.1f}"),
+               ("hold_capped_steps", str(self.counts.get("hold_capped_steps", 0)))]
         kv += self.estimation.diagnostics() + self.runs.diagnostics() + self._tank.diagnostics()
         kv += self._envelope.diagnostics()
         acts, acting = self.report.acts_status()

@@ -76,6 +76,12 @@ LOOP_PARAMS = [
          "pass in 10 ms is approached likewise (streamed paths are followed as sent): a step never "
          "saturates the rate limit, whose lag inside the loop can turn a stable law into a limit cycle; "
          "false: stepped to", live=True),
+    Spec("hold_bound", True, "a command is held until the next one; when the loop steps late (a stalled "
+         "host: the longest recent time between steps T above 1.5 control periods), the law's feedback is "
+         "slowed to a natural frequency of at most 0.5 / T (stiffness by s^2, damping by s: the damping ratio "
+         "kept), the joint-limit repulsion and the stops' damping likewise, so that the held command stays "
+         "stable; counted (hold_capped_steps) and logged at info; false: the configured gains whatever the "
+         "hold (a light wrist at k 50 N m/rad then diverges at 18 ms stalls)", live=True),
     Spec("ramp_time", 0.5, "torque ramp from zero on activation and after a watchdog trip [s]", "nonneg",
          live=True),
     Spec("position_margin", 0.0, "distance to a position limit where a repulsive torque starts "

@@ -301,6 +301,11 @@ class ControlLaw:
     stiffness_keys = ()         # the parameters an energy tank may lower (live changes pass through it)
     damping_ratio_key = None    # (its damping-ratio key, the explicit damping gains key that overrides it)
     clipped = False             # the last compute clipped its error (the safety layer acted)
+    # the hold bound (rad/s): no feedback mode of the law faster than this, set before each compute by the
+    # loop from how long its commands are held (ControlLoop: hold_omega); inf: none.  A law that honours
+    # it sets `capped` to the number of joints (or task modes) it slowed in the last compute
+    omega_cap = float("inf")
+    capped = 0
 
     def param(self, key, default=None):
         """One parameter's current value, no copy (a per-step read)."""

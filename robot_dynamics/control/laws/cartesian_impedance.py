@@ -453,6 +453,36 @@ class CartesianImpedance(ControlLaw):
         if info != 0:                                   # singular with lambda = 0: regularise
             A.flat[::7] += 1e-9 * max(np.trace(A), 1.0)
             cA, info = dpotrf(A, lower=0, clean=1)
+        # the hold bound (omega_cap): the task's fastest mode, sqrt of the largest eigenvalue of
+        # K^1/2 A K^1/2 (at most its trace), and each posture joint's sqrt(K_ns,i / M_ii), slowed to the
+        # cap by scaling that part's stiffness by s^2 and its damping by s (the damping ratio kept)
+        s_task = s_ns = 1.0
+        self.capped = 0
+        cap = self.omega_cap
+        if cap < np.inf:
+            c2 = cap * cap
+            if float(self.K @ np.diagonal(A)) > c2:
+                sk = np.sqrt(self.K)
+                w2 = float(np.linalg.eigvalsh(A * np.outer(sk, sk))[-1])
+                if w2 > c2:
+                    s_task = cap / np.sqrt(w2)
+                    self.capped += 6
+            w2 = float(np.max(self.K_ns / np.diagonal(M)))
+            if w2 > c2:
+                s_ns = cap / np.sqrt(w2)
+                self.capped += 1
+            # given damping (task.d_*, nullspace_damping): its rate d / inertia at most 2 cap, the task
+            # axis' inertia taken as 1 / A_ii (A = Lambda^-1: the rate d A_ii bounds d / Lambda_ii)
+            if gi_d := self._dgiven_idx.size:
+                rate = self.D_fixed * np.diagonal(A)
+                if float(rate.max()) * s_task > 2.0 * cap:
+                    s_task = min(s_task, 2.0 * cap / float(rate.max()))
+                    self.capped += gi_d
+            if self.D_ns is not None:
+                rate = float(np.max(self.D_ns / np.diagonal(M)))
+                if rate * s_ns > 2.0 * cap:
+                    s_ns = 2.0 * cap / rate
+                    self.capped += 1
         # task wrench F = K e + D (xdot_d - xdot) + F_d
         F = self._F
         np.subtract(self.twist_d, xd, out=F)
@@ -475,12 +505,15 @@ class CartesianImpedance(ControlLaw):
             F[:] = D @ F
         else:
             F *= self.D_fixed
+        if s_task != 1.0:
+            F *= s_task
         if self.track_damping_power:                    # (x'_d - x')^T D (x'_d - x') >= 0, task axes
             self.damping_power = float(ev @ F)
         if self._any_force:
+            self._s2 = s_task * s_task
             self._force_axes(state, R, F)
         else:
-            F += self.K * e
+            F += (self.K * (s_task * s_task)) * e if s_task != 1.0 else self.K * e
             F += self.wrench_d
         a_ff = self.accel_d
         if vpc or a_ff.any():                           # F += Lambda (xddot_d - Jdot v)
@@ -494,13 +527,15 @@ class CartesianImpedance(ControlLaw):
         t0 = self._tau0
         shortest_error(self.q_ns, q, self.continuous, out=t0)
         t0 *= self.K_ns
+        if s_ns != 1.0:
+            t0 *= s_ns * s_ns
         if self.D_ns is None and self._mean_ns is not None and self._mean_ns.factor(M, inverse=False):
-            t0 -= self._mean_ns.apply(v)                # 2 zeta_ns (M # K_ns) v
+            t0 -= s_ns * self._mean_ns.apply(v)         # 2 zeta_ns (M # K_ns) v
         elif self.D_ns is None:
             Mi, _ = dtrtri(cM, lower=0)                 # M = U^T U: L = U^T, L^-1 = U^-T
-            t0 -= critical_damping(Mi.T, cM, self.K_ns, self._two_zeta_ns) @ v
+            t0 -= s_ns * (critical_damping(Mi.T, cM, self.K_ns, self._two_zeta_ns) @ v)
         else:
-            t0 -= self.D_ns * v
+            t0 -= s_ns * (self.D_ns * v)
         y, _ = dpotrs(cA, X.T @ t0, lower=0)           # Lambda J M^-1 tau0
         tau += t0
         tau -= J.T @ y
@@ -538,7 +573,7 @@ class CartesianImpedance(ControlLaw):
         """F (holding D (xdot_d - xdot)) += K e + F_d on stiffness axes, force PI on force axes."""
         S, e = self.S, self._e
         Fd = self.wrench_d
-        F += np.where(S, 0.0, self.K * e) + Fd
+        F += np.where(S, 0.0, self.K * e * self._s2) + Fd     # (_s2: the hold bound's s^2, see compute)
         w = state.wrench
         dt = 0.0 if self._t_last is None else min(max(state.t - self._t_last, 0.0), 0.1)
         self._t_last = state.t

@@ -75,8 +75,16 @@ class ComputedTorque(JointLaw):
             return tau.copy()
         _, _, a_d = self._desired(state, q, v)
         a = self._acmd
-        np.multiply(self.kp, self._e, out=a)
-        a += self.kd * self._ed
+        kp, kd, cap = self.kp, self.kd, self.omega_cap
+        self.capped = 0
+        if cap < np.inf:                      # the hold bound: the error dynamics' sqrt(kp_i) <= cap
+            over = kp > cap * cap
+            if over.any():
+                self.capped = int(np.count_nonzero(over))
+                s = np.where(over, cap / np.sqrt(np.where(over, kp, 1.0)), 1.0)
+                kp, kd = kp * s * s, np.minimum(kd * s, 2.0 * cap)     # the damping ratio kept
+        np.multiply(kp, self._e, out=a)
+        a += kd * self._ed
         a += a_d
         tau[:] = self._rnea(q, v, a)
         if not self.gravity_enabled:

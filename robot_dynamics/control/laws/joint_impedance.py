@@ -76,9 +76,10 @@ class JointImpedance(JointLaw):
             return self.d
         return self._damping_matrix(np.array(self.dyn.mass_matrix(q), dtype=float))
 
-    def _damping_matrix(self, M):
-        """2 zeta M # K from M (upper triangle read); NaN if M is not positive definite."""
-        if self._mean is not None:
+    def _damping_matrix(self, M, k=None):
+        """2 zeta M # K from M (upper triangle read); NaN if M is not positive definite.  k: the
+        stiffnesses (default the law's; others by the Cholesky route)."""
+        if k is None and self._mean is not None:
             if not self._mean.factor(M, inverse=False):
                 return np.full((self.nv, self.nv), np.nan)
             return self._mean.matrix()
@@ -86,7 +87,7 @@ class JointImpedance(JointLaw):
         if info != 0:
             return np.full((self.nv, self.nv), np.nan)
         Ui, _ = dtrtri(U, lower=0)
-        return critical_damping(Ui.T, U, self.k, self._two_zeta)   # L = U^T: L^-1 = U^-T, L^T = U
+        return critical_damping(Ui.T, U, self.k if k is None else k, self._two_zeta)   # L = U^T: L^-1 = U^-T
 
     def compute(self, state):
         q, v = self._state_ok(state)
@@ -95,21 +96,27 @@ class JointImpedance(JointLaw):
             return tau.copy()
         p = self._params
         _, v_d, a_d = self._desired(state, q, v)
-        D = mean = None
-        if self.d is None:
+        D = mean = M = None
+        k, d, cap = self.k, self.d, self.omega_cap
+        self.capped = 0
+        if d is None or p["inertia_feedforward"] or cap < np.inf:
             M = self._mass(q, self._M) if p["inertia_feedforward"] else self._mass_upper(q)
-            mean = self._mean
+        if cap < np.inf:                              # the hold bound: sqrt(k_i / m_ii) <= cap
+            m = np.diagonal(M)
+            over = k > cap * cap * m
+            if over.any():
+                self.capped = int(np.count_nonzero(over))
+                k = np.where(over, cap * cap * m, k)
+                if d is not None:                     # d_i T / m_ii <= 2 cap T (= 1 at the loop's bound)
+                    d = np.minimum(d, 2.0 * cap * m)
+        if d is None:
+            mean = self._mean if k is self.k else mean_damping(k, self._two_zeta)
             if mean is None:
-                D = self._damping_matrix(M)
+                D = self._damping_matrix(M, k)
             elif not mean.factor(M, inverse=False):
                 tau.fill(np.nan)                      # M not positive definite: refused (safe command)
                 return tau.copy()
-            d = None
-        else:
-            d = self.d
-            if p["inertia_feedforward"]:
-                M = self._mass(q, self._M)
-        np.multiply(self.k, self._e, out=tau)
+        np.multiply(k, self._e, out=tau)
         if mean is not None:
             damp = mean.apply(self._ed, out=self._dbuf)
         elif d is None:

@@ -76,6 +76,7 @@ class SafetyFilter:
         self.lower = np.asarray(model.lower_limits, dtype=float)
         self.upper = np.asarray(model.upper_limits, dtype=float)
         self._p = None
+        self.stiffness_cap = None      # per-joint bound of the repulsion's stiffness (the loop's hold bound)
         self.set_params(params if params is not None else SafetyParams())
         self.counts = {}
         self.reasons = []
@@ -136,6 +137,16 @@ class SafetyFilter:
     @property
     def command_period(self):
         return self._p.command_period
+
+    @property
+    def ramping(self):
+        """The start ramp is running."""
+        return self.elapsed < self._p.ramp_time
+
+    @property
+    def repels(self):
+        """The joint-limit repulsion is on."""
+        return self._p.position_margin > 0.0 and self._p.position_stiffness > 0.0
 
     def reset(self, clear_counts=False, start=None):
         """Restart: the next output ramps from zero torque, or from `start` (the torque last sent, e.g.
@@ -285,6 +296,8 @@ class SafetyFilter:
         if m > 0.0 and k > 0.0:
             lo = self.lower + m
             hi = self.upper - m
+            if self.stiffness_cap is not None:          # the loop's hold bound (ControlLoop.hold_omega)
+                k = np.minimum(k, self.stiffness_cap)
             push = np.where(q < lo, k * (lo - q), 0.0) + np.where(q > hi, k * (hi - q), 0.0)
             push[~np.isfinite(push)] = 0.0
             if np.any(push != 0.0):

@@ -37,6 +37,7 @@ class Supervisor:
         self.watchdog = "waiting"                  # waiting | ok | tripped
         self.waiting_logged = False
         self.speed_stop = ""                       # the joint speed stop's reason while it acts, else ""
+        self.damping_rate_cap = float("inf")       # 1/s: the loop's hold bound on D / M_ii (hold_omega)
         self.tripped_since_reset = False
         self.reset_cause = "the watchdog was tripped (no valid joint state)"
         self.trip_why = ""
@@ -207,9 +208,10 @@ class Supervisor:
         v' = -(D/M) v(t - tau) is stable for (D/M) tau < pi/2, tau < 60 ms; on a Panda plant whose
         commands arrive 4, 5, 10 or 20 ms late a joint impedance at 400 N m/rad diverges and this stop
         brings it to rest at each; at 50 M_ii the 20 ms case did not come to rest, at the envelope's
-        0.5 M_ii / period the 4 ms case did not)."""
+        0.5 M_ii / period the 4 ms case did not); on a starved host at most damping_rate_cap M_ii (the loop's
+        hold bound: D T / M_ii <= 1 for commands held T)."""
         M = self.gravity_backend.mass_matrix(self.c.q)
-        return np.minimum(self._p["safety.stop_damping"], STOP_RATE * np.diagonal(M))
+        return np.minimum(self._p["safety.stop_damping"], min(STOP_RATE, self.damping_rate_cap) * np.diagonal(M))
 
     def resume_speed_stop(self):
         """Leave the joint speed stop: (True, '') when left, (False, why) while the arm is not at rest,

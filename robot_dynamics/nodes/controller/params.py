@@ -78,6 +78,7 @@ GENERAL_PARAMS = [
     _loop("torque_rate_limit"),
     _loop("setpoint_shaping"),
     _loop("ramp_time"),
+    _loop("hold_bound"),
     _loop("position_margin"),
     _loop("position_stiffness"),
     _loop("velocity_damping"),
