@@ -309,8 +309,8 @@ class ControlLoop:
         counted (errors.control_step), logged (throttled) and answered with the safe command."""
         self.report.latest = now
         sup, out = self.supervisor, self.output
-        self.hold_omega(now if t is None else t)
         try:
+            self.hold_omega(now if t is None else t)
             if not self.active or sup.stalled(now) or sup.check_watchdog(now):
                 return out.safe_step(now), True
             if sup.speed_watched and (sup.speed_stop or sup.overspeed(now, self.envelope)):
