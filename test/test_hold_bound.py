@@ -83,6 +83,33 @@ def test_the_bound_follows_the_longest_recent_hold():
     assert loop.law.omega_cap == np.inf
 
 
+def test_only_commands_with_feedback_count_as_held():
+    """The safe command (no state yet, or a stale one: the node republishes it every 50 ms) has no
+    feedback in it: the time it was held is not measured, so a driver that paused leaves the law its
+    gains when the states come back; a stall of the law's own steps (the watchdog trips on it) is."""
+    loop = ControlLoop.from_params(Model.from_robot("panda"), {"controller": "joint_impedance"},
+                                   log=lambda lv, tx: None)
+    loop.activate(0.0)
+    t = 0.0
+    for _ in range(10):                                   # waiting for a state: safe steps 50 ms apart
+        t += 0.05
+        _, safe = loop.step(t, t)
+        assert safe
+    for _ in range(5):                                    # states at 1 kHz: the law, its gains
+        t += 0.001
+        loop.update_state(Q, np.zeros(7), t)
+        _, safe = loop.step(t, t)
+        assert not safe and loop.law.omega_cap == np.inf
+    t += 0.3                                              # the law's steps stall 0.3 s: a trip ...
+    loop.update_state(Q, np.zeros(7), t)
+    _, safe = loop.step(t, t)
+    assert safe and loop.counts["watchdog_trips"] == 1
+    t += 0.001                                            # ... measured (at most MAX_DT, 0.1 s)
+    loop.update_state(Q, np.zeros(7), t)
+    _, safe = loop.step(t, t)
+    assert not safe and loop.law.omega_cap == pytest.approx(0.5 / 0.1, rel=1e-9)
+
+
 @pytest.mark.parametrize("law", ["joint_impedance", "computed_torque"])
 def test_a_capped_joint_law_has_the_bound_as_its_natural_frequency(law):
     """Finite differences of the law's torque in q and v (gravity taken out with Pinocchio's RNEA):

@@ -223,6 +223,7 @@ class ControlLoop:
         self.safety.reset(start=self.safety.prev)
         self.supervisor.activate()
         self.cycle.restart()
+        self.hold_time, self._hold_t = self.period, None
         self.output.safe_reached = False
         self.active = True
 
@@ -310,12 +311,15 @@ class ControlLoop:
         self.report.latest = now
         sup, out = self.supervisor, self.output
         try:
-            self.hold_omega(now if t is None else t)
+            tc = now if t is None else t
+            self.hold_omega(tc)
+            self._hold_t = None                          # (set again below by a step with feedback)
             if not self.active or sup.stalled(now) or sup.check_watchdog(now):
                 return out.safe_step(now), True
+            self._hold_t = tc
             if sup.speed_watched and (sup.speed_stop or sup.overspeed(now, self.envelope)):
                 return out.safe_step(now, damping=sup.stop_damping() * self.v), True
-            return self._control(now, now if t is None else t), False
+            return self._control(now, tc), False
         except Exception as e:                         # noqa: BLE001 (nothing may escape the loop)
             self.report.exception("control_step", e, now)
             try:
@@ -393,8 +397,11 @@ class ControlLoop:
         joint-limit repulsion's stiffness to M_jj w^2 (safety.stiffness_cap) and every stop's damping rate
         to 2 w (supervisor.damping_rate_cap), T_hold the longest recent time between two steps (forgotten
         with HOLD_DECAY), as the live gains are bounded by the period: the sampled loop keeps b <= 1 and
-        a = (w T)^2 <= 1/4.  Holds up to HOLD_FREE periods leave everything alone."""
-        last, self._hold_t = self._hold_t, tc
+        a = (w T)^2 <= 1/4.  Holds up to HOLD_FREE periods leave everything alone.  Only a command with
+        feedback in it (the law's, a stop's damping) counts as held: the time after a safe command (no
+        state, a stale one: republished every 50 ms by the node) is not measured, so a driver that stopped
+        publishing for a while does not leave the law slowed when it comes back."""
+        last = self._hold_t
         h = self.hold_time
         if last is not None:
             dt = tc - last
