@@ -105,6 +105,12 @@ MUTATIONS = [
       "            return tr if c.cartesian else c.loop.references.cartesian_goal(tr)",
       "            return tr if c.cartesian else c.loop.references.cartesian_goal(setattr(tr, 'stamp', None) or tr)",
       ["test/test_trajectory_timing.py::test_cartesian_trajectory_for_a_joint_law_starts_at_its_stamp"]),
+    M("hold_bound_off", "the loop's hold bound never binds (the gains whatever the hold)",
+      "robot_dynamics/control/loop.py", "    HOLD_FREE = 1.5 ", "    HOLD_FREE = 1e9 ",
+      ["test/test_hold_bound.py"]),
+    M("ramp_from_frozen_torque", "the ramp after a trip starts from the torque last sent (no damped hold)",
+      "robot_dynamics/control/loop.py", "        if self._damped_ramp:\n            self.damped_ramp()\n", "",
+      ["test/test_hold_bound.py"]),
 ]
 
 
