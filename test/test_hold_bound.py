@@ -3,7 +3,7 @@ starved host holds it for many periods.  A joint of natural frequency w, critica
 is unstable once w T > 1; the UR5e's wrist 3 (k 50 N m/rad on 0.017 kg m^2: w 54 rad/s) gets there at
 an 18 ms stall, and in a fresh-clone CI run with a CPU hog the sweep's ur5e joint_impedance, only holding
 its start pose, reached 4.86x the URDF velocity limit.  The loop now measures the longest recent hold
-T (the control clock between steps, forgotten with HOLD_DECAY) and slows the law's feedback to
+T (between the stamps of the states stepped on, else the control clock; forgotten with HOLD_DECAY) and slows the law's feedback to
 w <= GAIN_OMEGA_DT / T, the repulsion and the stops' damping likewise; after a trip the law is ramped in
 from a damped hold that follows the state, not from the frozen torque last sent.
 
@@ -108,6 +108,30 @@ def test_only_commands_with_feedback_count_as_held():
     loop.update_state(Q, np.zeros(7), t)
     _, safe = loop.step(t, t)
     assert not safe and loop.law.omega_cap == pytest.approx(0.5 / 0.1, rel=1e-9)
+
+
+def test_the_hold_is_measured_on_the_states_stamps():
+    """The plant stamps its states with its own time; the node's ROS clock (sim time from /clock) may
+    advance in jumps when its executor is starved.  The hold is the time between the stamps of the
+    states stepped on: a clock that jumps 50 ms between states stamped 1 ms apart binds nothing; states
+    stamped 40 ms apart under a clock that moved 1 ms bind at 0.5 / 40 ms."""
+    loop = ControlLoop.from_params(Model.from_robot("panda"), {"controller": "joint_impedance"},
+                                   log=lambda lv, tx: None)
+    loop.activate(0.0)
+    now = stamp = t = 0.0
+    for i in range(200):
+        now += 0.001
+        stamp += 0.001
+        t += 0.05 if i % 20 == 19 else 0.0                # the ROS clock: still, then a 50 ms jump
+        loop.update_state(Q, np.zeros(7), now, stamp=stamp)
+        _, safe = loop.step(now, t)
+        assert not safe and loop.law.omega_cap == np.inf
+    now += 0.001
+    t += 0.001
+    stamp += 0.040                                        # the plant's states 40 ms apart
+    loop.update_state(Q, np.zeros(7), now, stamp=stamp)
+    loop.step(now, t)
+    assert loop.law.omega_cap == pytest.approx(0.5 / 0.040, rel=1e-9)
 
 
 @pytest.mark.parametrize("law", ["joint_impedance", "computed_torque"])

@@ -311,12 +311,14 @@ class ControlLoop:
         self.report.latest = now
         sup, out = self.supervisor, self.output
         try:
-            tc = now if t is None else t
+            st = self.cycle.stamp                        # the plant's time of the state, when it has one
+            tc = st if st is not None else (now if t is None else t)
             self.hold_omega(tc)
             self._hold_t = None                          # (set again below by a step with feedback)
             if not self.active or sup.stalled(now) or sup.check_watchdog(now):
                 return out.safe_step(now), True
             self._hold_t = tc
+            tc = now if t is None else t
             if sup.speed_watched and (sup.speed_stop or sup.overspeed(now, self.envelope)):
                 return out.safe_step(now, damping=sup.stop_damping() * self.v), True
             return self._control(now, tc), False
@@ -388,7 +390,9 @@ class ControlLoop:
         return c.tau
 
     def hold_omega(self, tc):
-        """The hold bound, measured at every step (`tc`: the control clock).  A command stays on the arm
+        """The hold bound, measured at every step (`tc`: the stamp of the state stepped on, the plant's own
+        time, else the control clock: under sim time a starved executor advances the ROS clock in jumps
+        of tens of ms while the states, stamped by the plant, came 1 ms apart).  A command stays on the arm
         until the next one (a driver's zero-order hold), and a starved host holds it for many periods: a
         joint of natural frequency w, critically damped, held for T is unstable once w T > 1 (its damping
         torque, held, reverses the joint's speed and grows it: b = 2 w T > 2 in the sampled loop), which a

@@ -77,7 +77,7 @@ LOOP_PARAMS = [
          "saturates the rate limit, whose lag inside the loop can turn a stable law into a limit cycle; "
          "false: stepped to", live=True),
     Spec("hold_bound", True, "a command is held until the next one; when the loop steps late (a stalled "
-         "host: the longest recent time between steps T above 1.5 control periods), the law's feedback is "
+         "host: the longest recent time T between the stamps of the states stepped on, above 1.5 control periods), the law's feedback is "
          "slowed to a natural frequency of at most 0.5 / T (stiffness by s^2, damping by s: the damping ratio "
          "kept), the joint-limit repulsion and the stops' damping likewise, so that the held command stays "
          "stable; counted (hold_capped_steps) and logged at info; false: the configured gains whatever the "
