@@ -386,3 +386,40 @@ def test_the_start_ramp_lasts_ramp_time_of_the_step_clock_however_long_a_step_ta
             reached = k
     assert reached is not None, "the ramp never reached g(q)"
     assert 63 <= reached <= 66, f"reached g(q) at step {reached}, ramp_time is 64 steps"
+
+
+def test_an_exception_in_the_law_ramps_to_the_safe_command_while_the_states_stay_fresh(model, pinb):
+    """A law that raises on fresh states: every step is the safe command, counted (errors.control_step),
+    and it moves from the last command sent toward zero at the full rate (torque_rate_limit x period per
+    step) until it is there; the watchdog never trips (the states are fresh), so nothing else would
+    take the torque off.  (The bug this names: the cycle's clock had already counted the failed step as
+    sent, the ramp's dt was 0 and the last law torque was held for as long as the law kept failing.)
+    When the law works again the command ramps back to it, no faster than the rate."""
+    rate = 100.0
+    step = rate * TICK
+    loop, _ = make(model, watchdog_timeout=32 * TICK, torque_rate_limit=rate, ramp_time=0.0,
+                   update_rate=1.0 / TICK)
+    loop.activate(0.0)
+    gq = g(pinb, Q0)
+    n_up = int(np.ceil(np.abs(gq).max() / step)) + 10
+    cmds, _ = run(loop, 0.0, n_up, Q0)
+    np.testing.assert_allclose(cmds[-1], gq, atol=1e-9)
+
+    def boom(state):
+        raise RuntimeError("law exploded")
+    loop.law.compute = boom
+    n_down = int(np.ceil(np.abs(gq).max() / step))
+    t = n_up * TICK
+    cmds, safes = run(loop, t, n_down + 5, Q0)
+    assert safes.all() and loop.counts["errors.control_step"] == n_down + 5
+    assert loop.supervisor.watchdog == "ok" and loop.counts["watchdog_trips"] == 0
+    d = np.abs(np.diff(np.vstack([gq, cmds]), axis=0))
+    assert np.all(d <= step * (1 + 1e-9)), d.max()
+    assert np.isclose(d[0].max(), step), "the first failed step moves at the full rate"
+    np.testing.assert_array_equal(cmds[-1], np.zeros(7))     # the safe command (zero), reached
+    del loop.law.compute                                     # the law works again
+    cmds, safes = run(loop, t + (n_down + 5) * TICK, n_up + 200, Q0)
+    assert not safes.any()
+    d = np.abs(np.diff(np.vstack([np.zeros(7), cmds]), axis=0))
+    assert np.all(d <= step * (1 + 1e-9)), d.max()
+    np.testing.assert_allclose(cmds[-1], gq, atol=1e-9)

@@ -463,7 +463,8 @@ def test_cartesian_references_wrench_and_tare(rig):
 
 def test_timer_trigger_and_no_exception_escapes(rig):
     """trigger: timer runs the step at update_rate on the latest state; an exception in the law is
-    caught, counted, and answered with the safe command."""
+    caught, counted, and answered with the safe command while the states stay fresh (the watchdog,
+    10 s here, is not what takes the torque off)."""
     node = rig.controller(trigger="timer", update_rate=100.0, watchdog_timeout=10.0, **FAST)
     wait_active(rig, node)
     g = gravity(Q0)
@@ -475,7 +476,9 @@ def test_timer_trigger_and_no_exception_escapes(rig):
     def boom(state):
         raise RuntimeError("law exploded")
     node.c.law.compute = boom
-    wait_for(lambda: not np.any(rig.last_cmd()), what="the safe command after an exception")
+    fresh = lambda: (rig.publish(ARM, Q0), time.sleep(0.01))              # noqa: E731
+    wait_for(lambda: not np.any(rig.last_cmd()), what="the safe command after an exception", every=fresh)
+    assert node.c.loop.supervisor.watchdog == "ok" and node.c.loop.counts["watchdog_trips"] == 0
     wait_for(lambda: int(rig.diagnostics(node)[0].get("errors.control_step", 0)) >= 1, what="errors counted")
 
 
@@ -545,7 +548,7 @@ def test_reconfigure_ramps_from_the_command_the_driver_holds(rig):
     """deactivate -> cleanup -> configure -> activate: the driver still holds the safe command g(q)
     of the deactivation, so the new configuration's first command starts from it (within one
     rate-limit step: torque_rate_limit / update_rate), not from zero."""
-    rate, f = 50.0, 1000.0                            # N m/s, Hz: one step is 0.05 N m
+    rate, f = 500.0, 1000.0                           # N m/s, Hz: one step is 0.5 N m (g(Q0) reaches 21.5)
     node = rig.controller(controller="gravity_compensation", watchdog_timeout=10.0, safe_command="gravity",
                           torque_rate_limit=rate, update_rate=f, ramp_time=0.0)
     wait_active(rig, node)

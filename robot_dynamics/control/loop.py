@@ -309,9 +309,10 @@ class ControlLoop:
         """One control cycle at `now`: (tau in model order, safe).  Never raises: an exception is
         counted (errors.control_step), logged (throttled) and answered with the safe command."""
         self.report.latest = now
-        sup, out = self.supervisor, self.output
+        sup, out, cyc = self.supervisor, self.output, self.cycle
+        last_pub = cyc.last_pub                          # when the last command left (see except)
         try:
-            st = self.cycle.stamp                        # the plant's time of the state, when it has one
+            st = cyc.stamp                               # the plant's time of the state, when it has one
             tc = st if st is not None else (now if t is None else t)
             self.hold_omega(tc)
             self._hold_t = None                          # (set again below by a step with feedback)
@@ -325,6 +326,10 @@ class ControlLoop:
         except Exception as e:                         # noqa: BLE001 (nothing may escape the loop)
             self.report.exception("control_step", e, now)
             try:
+                # the cycle may have counted this step as sent (tick): the safe ramp's dt counts from
+                # the command that did leave, or it would be 0 and the last torque held while the law
+                # keeps failing on fresh states (no watchdog trips then)
+                cyc.last_pub = last_pub
                 return out.safe_step(now), True
             except Exception:                          # noqa: BLE001
                 out.safe_out.fill(0.0)
