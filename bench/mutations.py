@@ -111,6 +111,10 @@ MUTATIONS = [
     M("ramp_from_frozen_torque", "the ramp after a trip starts from the torque last sent (no damped hold)",
       "robot_dynamics/control/loop.py", "        if self._damped_ramp:\n            self.damped_ramp()\n", "",
       ["test/test_hold_bound.py"]),
+    M("law_exception_holds_torque", "a step whose law raises ramps from a dt of 0 (the last torque held)",
+      "robot_dynamics/control/loop.py", "                cyc.last_pub = last_pub\n", "",
+      ["test/test_control_loop.py::test_an_exception_in_the_law_ramps_to_the_safe_command_while_the_states_stay_fresh",
+       "test/test_controller_node.py::test_timer_trigger_and_no_exception_escapes"]),
 ]
 
 
