@@ -34,6 +34,11 @@ def _free_domain(shm="/dev/shm", udp=("/proc/net/udp", "/proc/net/udp6"), rng=ra
 if "ROBOT_DYNAMICS_TEST_DOMAIN" not in os.environ:
     os.environ["ROBOT_DYNAMICS_TEST_DOMAIN"] = str(_free_domain())
     os.environ["ROS_DOMAIN_ID"] = os.environ["ROBOT_DYNAMICS_TEST_DOMAIN"]
+if re.fullmatch(r"gw\d+", os.environ.get("PYTEST_XDIST_WORKER", "")):
+    # a pytest-xdist worker (-n N) inherits the run's domain: worker k takes the run's domain + k, so no
+    # two workers of this run share one (their nodes are named apart too, but discovery is not)
+    _k = int(os.environ["PYTEST_XDIST_WORKER"][2:])
+    os.environ["ROS_DOMAIN_ID"] = str((int(os.environ["ROBOT_DYNAMICS_TEST_DOMAIN"]) - 1 + _k) % 100 + 1)
 # Fast DDS on UDP over the loopback interface alone (config/fastdds_udp_loopback.xml), in this process
 # and every process a test starts (they inherit it): nothing on the network, and no shared memory.  A
 # suite kills and restarts hundreds of nodes on one domain; over shared memory a new process takes a
@@ -57,7 +62,13 @@ else:
 import pytest  # noqa: E402
 
 # the robustness suite's end-of-session summary (cases per category, failures)
-from robustness_harness import pytest_terminal_summary  # noqa: E402,F401
+from robustness_harness import pytest_sessionfinish, pytest_terminal_summary  # noqa: E402,F401
+
+try:                                   # pytest-xdist's hooks exist only with the plugin installed
+    import xdist  # noqa: F401
+    from robustness_harness import pytest_testnodedown  # noqa: E402,F401
+except ImportError:
+    pass
 
 _EXIT = {}
 

@@ -62,6 +62,20 @@ def summary_line():
     return "robustness: " + "; ".join(f"{k} {c} cases, {f} failures" for k, (c, f) in items)
 
 
+def pytest_sessionfinish(session, exitstatus):
+    """Under pytest-xdist (-n N) a worker hands its counts to the controller (workeroutput)."""
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        with _SUMMARY_LOCK:
+            out["robustness"] = {k: list(c) for k, c in SUMMARY.items()}
+
+
+def pytest_testnodedown(node, error):
+    """The controller adds up what each xdist worker counted (a hook of pytest-xdist's)."""
+    for k, (c, f) in getattr(node, "workeroutput", {}).get("robustness", {}).items():
+        count(k, c, f)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     line = summary_line()
     if line:

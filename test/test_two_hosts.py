@@ -77,7 +77,7 @@ def _params():
 def run(tmp_path_factory):
     """Start the nodes in the two namespaces, go through the faults, stop everything; the recorded data
     (logs and recordings stay in pytest's temporary folder, which pytest prunes)."""
-    domain = int(os.environ.get("ROBOT_DYNAMICS_TEST_DOMAIN", "17"))
+    domain = int(os.environ.get("ROS_DOMAIN_ID", "17"))
     tmp = tmp_path_factory.mktemp("two_hosts")
     res = {"phases": [], "skipped": [], "stopped": {}, "tmp": tmp}
     py = sys.executable
@@ -297,7 +297,7 @@ def pingpong(tmp_path_factory):
     import json
 
     import pingpong as pp
-    domain = int(os.environ.get("ROBOT_DYNAMICS_TEST_DOMAIN", "17"))
+    domain = int(os.environ.get("ROS_DOMAIN_ID", "17"))
     tmp = tmp_path_factory.mktemp("pingpong")
     res = {}
     for kind in ("echo", "controller"):
