@@ -68,6 +68,9 @@ case "$cmd" in
   setup) setup ;;
   demo) setup; exec "$VENV/bin/robot_dynamics_demo" "$@" ;;
   test) setup; exec "$VENV/bin/python" -m pytest "$@" ;;
+  # the contributors' inner loop: the tests that start no process and need no ROS tool, on two workers
+  # (pytest-xdist; a later -n N wins)
+  quick) setup; exec "$VENV/bin/python" -m pytest -m "not system" -n 2 "$@" ;;
   bench) setup; exec "$VENV/bin/python" "bench/${1:-dynamics}.py" "${@:2}" ;;
-  *) echo "usage: ./run.sh {demo|test|bench NAME|setup} [args...]" >&2; exit 2 ;;
+  *) echo "usage: ./run.sh {demo|test|quick|bench NAME|setup} [args...]" >&2; exit 2 ;;
 esac
