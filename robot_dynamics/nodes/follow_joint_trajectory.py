@@ -185,6 +185,13 @@ class FollowJointTrajectoryServer:
             allow_nonzero_end_velocity=bool(p("allow_nonzero_velocity_at_trajectory_end")),
             lower=c.model.lower_limits, upper=c.model.upper_limits)
 
+    def _fjt_refused_now(self, c):
+        """'' or why no goal is taken now beyond the loop's own checks: the controller node's partner
+        arms (partners.py: one lost, this arm holds and refuses every target); a front end without
+        partners has none."""
+        lost = getattr(self, "_partner_lost", None)
+        return lost(c) if lost is not None else ""
+
     def _fjt_times(self, stamp):
         """(header.stamp, now) on the loop's clock [s]: the node's ROS clock, which the controller
         node's loop runs on (a front end whose loop runs on another clock converts both)."""
@@ -218,6 +225,8 @@ class FollowJointTrajectoryServer:
                 ok, reason = False, "the controller is not active"
             elif c.loop.supervisor.watchdog == "tripped":
                 ok, reason = False, "no valid joint state (the watchdog is tripped): the arm is not followed"
+            elif lost := self._fjt_refused_now(c):         # a cell's partner arm lost: holding, as the topics
+                ok, reason = False, lost
             else:
                 ok, reason = c.loop.set_reference(traj, "follow_joint_trajectory", time.monotonic(), goal=monitor)
             if ok:
