@@ -62,8 +62,9 @@ def summary_line():
     return "robustness: " + "; ".join(f"{k} {c} cases, {f} failures" for k, (c, f) in items)
 
 
-def pytest_sessionfinish(session, exitstatus):
-    """Under pytest-xdist (-n N) a worker hands its counts to the controller (workeroutput)."""
+def hand_over_counts(session):
+    """Under pytest-xdist (-n N) a worker hands its counts to the controller (workeroutput; called from
+    conftest's pytest_sessionfinish)."""
     out = getattr(session.config, "workeroutput", None)
     if out is not None:
         with _SUMMARY_LOCK:
