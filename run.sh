@@ -70,7 +70,7 @@ case "$cmd" in
   test) setup; exec "$VENV/bin/python" -m pytest "$@" ;;
   # the contributors' inner loop: the tests that start no process and need no ROS tool, on two workers
   # (pytest-xdist; a later -n N wins)
-  quick) setup; exec "$VENV/bin/python" -m pytest -m "not system" -n 2 "$@" ;;
+  quick) setup; exec "$VENV/bin/python" -m pytest -m "not system" -n 2 --dist worksteal "$@" ;;
   bench) setup; exec "$VENV/bin/python" "bench/${1:-dynamics}.py" "${@:2}" ;;
   *) echo "usage: ./run.sh {demo|test|quick|bench NAME|setup} [args...]" >&2; exit 2 ;;
 esac
