@@ -49,6 +49,8 @@ from .control_path import ControlPath, TakeSubscription
 from .runner import run
 from .sim_node import load_model
 
+GAP_WARN = 0.1                 # [s] monotonic: a longer gap between two commands is logged (WARN, 1 s throttle)
+
 PARAMS = {
     "arms": (["left", "right"], "the two arm namespaces"),
     "box_pose_topic": ("/cell/box_pose", "geometry_msgs/PoseStamped of the box (its start pose)"),
@@ -126,6 +128,8 @@ class CarryNode(Node):
         self.approach = None
         self.warned = 0.0
         self.steps, self.step_time, self.step_times = 0, 0.0, []
+        self._last_sent = None             # monotonic time of the last commands (a gap is logged)
+        self._via = "joint states"         # what the step now running was woken by
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
                              reliability=ReliabilityPolicy.RELIABLE)
         self.phase_pub = self.create_publisher(String, "~/phase", latched)
@@ -210,7 +214,9 @@ class CarryNode(Node):
         """The first arm silent: step on the clock (the law sees that arm stale and holds)."""
         t = self.get_clock().now().nanoseconds * 1e-9
         if self.phase in ("approach", "carry", "hold"):
+            self._via = f"a wake-up, the clock at {t:.3f}"
             self._step(t)
+            self._via = "joint states"
         self.path.wake_at(time.monotonic() + 2 * self.stale_after)
 
     def _step(self, t):
@@ -235,6 +241,14 @@ class CarryNode(Node):
         self._publish([None if self.law.lost[i] else taus[i] for i in range(2)])
 
     def _publish(self, taus):
+        now = time.monotonic()
+        if self._last_sent is not None and now - self._last_sent > GAP_WARN:
+            # (which side stalled: this node, woken late or not at all, or the commands' way to the sim)
+            st = [f"{self.ns[i]} t={s[2]:.3f}" if s is not None else f"{self.ns[i]} none" for i, s in enumerate(self.state)]
+            self.get_logger().warning(f"commands resumed after {now - self._last_sent:.3f} s without any "
+                                      f"(this step woken by {self._via}; newest states: {', '.join(st)})",
+                                      throttle_duration_sec=1.0)
+        self._last_sent = now
         for i, tau in enumerate(taus):
             if tau is None:
                 continue
