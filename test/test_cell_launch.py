@@ -204,29 +204,6 @@ def _pid_of(ns):
     return pids[0]
 
 
-def _fjt_goal(probe, action, joints, q, t):
-    """A FollowJointTrajectory goal to `q` at `t` s from the probe's node (its spin thread runs the
-    client): None when the goal was not accepted, else the result (error_code, error_string)."""
-    from builtin_interfaces.msg import Duration
-    from control_msgs.action import FollowJointTrajectory
-    from rclpy.action import ActionClient
-    from trajectory_msgs.msg import JointTrajectoryPoint
-    client = ActionClient(probe, FollowJointTrajectory, action)   # (ends with the probe's node: destroyed
-    assert client.wait_for_server(timeout_sec=WAIT), f"no {action}"   # here, the spinning thread would race it)
-    goal = FollowJointTrajectory.Goal()
-    goal.trajectory.joint_names = list(joints)
-    goal.trajectory.points = [JointTrajectoryPoint(positions=[float(x) for x in q],
-                                                   time_from_start=Duration(sec=int(t), nanosec=int(t % 1 * 1e9)))]
-    sent = client.send_goal_async(goal)
-    assert probe.wait_for(sent.done, WAIT), "the goal was not answered"
-    handle = sent.result()
-    if not handle.accepted:
-        return None
-    got = handle.get_result_async()
-    assert probe.wait_for(got.done, WAIT), "no result"
-    return got.result().result
-
-
 def test_cell_arms_kept_apart_then_a_partner_killed(ros, model, tmp_path):
     caps = Capsules(model)
     assert capsule_gap(caps, TARGET, TARGET) < -0.05, "the commanded poses must collide for this test to mean anything"
@@ -301,8 +278,15 @@ def test_cell_arms_kept_apart_then_a_partner_killed(ros, model, tmp_path):
         pl.publish_trajectory([2.0], [HOME])          # refused: the partner is lost
         assert pl.wait_for(lambda: rejected() > r0, WAIT), f"the target was not refused: {pl.ctl_diag}"
         # and so is a FollowJointTrajectory goal (MoveIt's route), with the reason in its result
-        res = _fjt_goal(pl, "/left/torque_controller/follow_joint_trajectory", model.joint_names, HOME, 2.0)
-        assert res is not None and res.error_code == -1 and "partner arm lost" in res.error_string, res
+        from test_follow_joint_trajectory import Client
+        client = Client(action="/left/torque_controller/follow_joint_trajectory")
+        try:
+            h = client.send(client.goal_msg(model.joint_names, [2.0], [HOME]))
+            assert h.accepted                          # (taken, then aborted with its reason)
+            _, res = client.result(h)
+        finally:
+            client.stop()
+        assert res.error_code == -1 and "partner arm lost" in res.error_string, res
         assert pl.wait_for(lambda: len(pl.js_log) >= k0 + 2000, WAIT)
         with pl.lock:
             q_after = np.array([e[2] for e in pl.js_log[k0:k0 + 2000]])
