@@ -20,6 +20,10 @@ FLANGE = "panda_link8"
 PLANT = {"armature": np.array([0.2, 0.2, 0.1, 0.1, 0.02, 0.01, 0.005]),
          "damping": np.array([0.3, 0.3, 0.2, 0.2, 0.1, 0.1, 0.05]),
          "friction": np.array([0.8, 0.8, 0.6, 0.6, 0.4, 0.3, 0.3])}
+FRANKA = {"armature": np.array([0.195, 0.195, 0.195, 0.195, 0.074, 0.074, 0.074]),      # franky-sim's
+          "damping": np.full(7, 0.21),                                                   # assets/fr3.xml
+          "friction": np.array([1.137, 1.137, 1.137, 1.137, 0.763, 0.44, 0.248])}
+Q_FRANKY = np.array([0.0, 0.0, 0.0, -1.57, 0.0, 1.57, 0.785])       # franky-sim's start pose
 SOFT, SHARP = 0.02, 0.002          # friction loss solref time constant [s]
 K_PUSH = 450.0                     # N/m along x, the issue's Cartesian stiffness
 
@@ -41,13 +45,23 @@ class Plant:
             tau = tau + self.dyn.gravity(self.sim.q)
         self.sim.step(tau)
 
+    def sensed_wrench(self):
+        """What an ideal F/T sensor at the flange reads: the wrench the rig applies there (the push),
+        in the flange's axes."""
+        w = self.sim._wrench.get(FLANGE, (None, np.zeros(6)))[1]
+        R = self.sim.frame_pose(FLANGE)[0]
+        return np.concatenate([R.T @ w[:3], R.T @ w[3:]])
 
-def drive(loop, plant, t0, seconds, until=None, record=None):
-    """The loop drives the plant for `seconds`: each ms the state, a step, the command held one ms."""
+
+def drive(loop, plant, t0, seconds, until=None, record=None, sensor=False):
+    """The loop drives the plant for `seconds`: each ms the state (sensor: and the flange's F/T
+    reading), a step, the command held one ms."""
     sim = plant.sim
     k0 = int(round(t0 / DT))
     for k in range(k0, k0 + int(round(seconds / DT))):
         now = k * DT
+        if sensor:
+            loop.estimation.set_wrench(plant.sensed_wrench(), FLANGE, now)
         loop.update_state(sim.q, sim.v, now)
         tau, _ = loop.step(now)
         plant.step(tau)
@@ -81,31 +95,33 @@ def measured_friction(model, joint, speeds, solref=SOFT, plant=None, q0=Q_HOME, 
     return np.array(out)
 
 
-def cartesian_loop(model, friction=None, compensate_gravity=True, k=K_PUSH):
+def cartesian_loop(model, friction=None, compensate_gravity=True, k=K_PUSH, k_rot=50.0):
     """Cartesian impedance at the flange, k along x (and y, z), the rotation held stiffly; `friction`:
     the law parameters of the compensation (without the law prefix) or None (none)."""
     law = {"frame": FLANGE, "task.damping_ratio": 1.0, "nullspace_stiffness": [10.0],
            "compensate_gravity": compensate_gravity, **(friction or {})}
     for a in "xyz":
         law[f"task.k_pos_{a}"] = k
-        law[f"task.k_rot_{a}"] = 50.0
+        law[f"task.k_rot_{a}"] = k_rot
     loop = ControlLoop.from_params(model, {"controller": "cartesian_impedance", "watchdog_timeout": 0.05,
                                            "torque_rate_limit": 1e5, "ramp_time": 0.0,
                                            **{f"cartesian_impedance.{key}": v for key, v in law.items()}})
     return loop
 
 
-def push(model, friction=None, solref=SOFT, force=5.0, hold=4.0, back=2.0, settle=1.0, window=0.5):
+def push(model, friction=None, solref=SOFT, force=5.0, hold=4.0, back=2.0, settle=1.0, window=0.5, plant=None,
+         k=K_PUSH, k_rot=50.0, q0=Q_HOME, sensor=False):
     """The issue's experiment: the law holds the flange, it is pushed along x with `force` then 2
-    `force`, each held `hold` s, then released.  Returns the stiffness from the first push (F / dx),
+    `force`, each held `hold` s, then released (sensor: the loop reads the push from an ideal F/T
+    sensor at the flange).  Returns the stiffness from the first push (F / dx),
     from the F -> 2F slope, the distance from the start `back` s after the release [m], and the largest
     joint speed over the last `window` s of each hold and of the release period (creep: the soft
     friction's slow settling has decayed below 1e-3 rad/s by then; a limit cycle has not)."""
-    plant = Plant(model, solref=solref)
+    plant = Plant(model, solref=solref, plant=plant, q0=q0)
     sim = plant.sim
-    loop = cartesian_loop(model, friction)
+    loop = cartesian_loop(model, friction, k=k, k_rot=k_rot)
     loop.activate(0.0)
-    t = drive(loop, plant, 0.0, settle)
+    t = drive(loop, plant, 0.0, settle, sensor=sensor)
     x0 = sim.frame_pose(FLANGE)[1].copy()
     dx, creep = [], []
     for f in (force, 2 * force, 0.0):
@@ -115,7 +131,7 @@ def push(model, friction=None, solref=SOFT, force=5.0, hold=4.0, back=2.0, settl
             sim.clear_wrench()
         span = hold if f else back
         speeds = []
-        t = drive(loop, plant, t, span,
+        t = drive(loop, plant, t, span, sensor=sensor,
                   record=lambda now, s, t_end=t + span: speeds.append(np.abs(s.v)) if now >= t_end - window else None)
         dx.append(sim.frame_pose(FLANGE)[1] - x0)
         creep.append(float(np.max(speeds)))

@@ -272,9 +272,13 @@ LAW_KEYS = {
                                              "[rad/s] per joint; 0: friction_smoothing"),
     "friction_band_margin": ("positive", "the compensation's tanh band is this (>= 1) times the model's: at most "
                                          "the identified friction at every speed, 1 / margin of it near rest"),
-    "friction_stiction": ("double", "at rest, this fraction [0, 0.5] of friction_coulomb along the law's own pull "
+    "friction_stiction": ("double", "at rest, this fraction [0, 1] of friction_coulomb along the law's own pull "
                                     "(its torque without gravity), fading as the joint slides: the breakaway a "
                                     "velocity-sign model does not give (0: off)"),
+    "friction_stiction_sensed": ("double", "the same fraction [0, 1] where a sensor measures the environment's "
+                                           "torque (cartesian_impedance with an F/T sensor): along the law's pull "
+                                           "plus J^T of the measured wrench, zero where they balance (0: the "
+                                           "measured wrench is not used for it; friction_stiction applies)"),
     "friction_stiction_torque": ("positive", "the law's pull [N m] at which friction_stiction reaches 76 % (tanh)"),
     "friction_offset": ("per_joint_any", "constant torque offset [N m] (any sign)"),
     "friction_scale": ("double", "fraction [0, 1] of the friction model compensated"),

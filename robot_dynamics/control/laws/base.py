@@ -164,6 +164,7 @@ class State:
     t: float = 0.0
     wrench: np.ndarray = None
     wrench_frame: str = ""
+    wrench_source: str = "sensor"       # "sensor" (measured) or "observer" (estimated from the motor torques)
 
 
 @dataclass
@@ -282,8 +283,9 @@ COMMON_DEFAULTS = {
     "friction_smoothing": 0.01,     # rad/s: tau_c = f_c tanh(v / smoothing) where no velocity scale is set
     "friction_velocity_scale": 0.0,  # rad/s per joint: the identified vs of f_c tanh(v / vs); 0: smoothing
     "friction_band_margin": 1.5,    # >= 1: the compensation's band is this x the model's (control/laws/friction.py)
-    "friction_stiction": 0.0,       # [0, 0.5]: at rest, this x f_c along the law's pull (control/laws/friction.py)
+    "friction_stiction": 0.0,       # [0, 1]: at rest, this x f_c along the law's pull (control/laws/friction.py)
     "friction_stiction_torque": 0.05,  # N m: the pull at which that reaches 76 % (tanh scale)
+    "friction_stiction_sensed": 1.0,   # [0, 1]: the same where a sensor measures the environment's torque
     "friction_offset": 0.0,         # N m per joint, any sign (dynamics.identification's `off`)
     "friction_scale": 1.0,          # [0, 1]: the fraction of the model compensated
 }
@@ -341,6 +343,7 @@ class ControlLaw:
         self._tau = np.zeros(self.nv)
         self.friction = FrictionCompensation(self.nv)
         self._q_last = np.zeros(model.nq)              # the state's q, for the stiction term's g(q)
+        self._pull_ext = None                          # J^T w of a sensed wrench for the stiction term
         self._il = np.tril_indices(self.nv, -1)
         self.continuous = continuous_mask(model)      # None or a mask: errors wrapped to [-pi, pi)
         self._params = {}
@@ -378,7 +381,9 @@ class ControlLaw:
         p["friction_offset"] = check_vector("friction_offset", p["friction_offset"], n, lo=None)
         p["friction_velocity_scale"] = check_vector("friction_velocity_scale", p["friction_velocity_scale"], n)
         p["friction_band_margin"] = check_scalar("friction_band_margin", p["friction_band_margin"], 1.0, hi=1e6)
-        p["friction_stiction"] = check_scalar("friction_stiction", p["friction_stiction"], 0.0, hi=0.5)
+        p["friction_stiction"] = check_scalar("friction_stiction", p["friction_stiction"], 0.0, hi=1.0)
+        p["friction_stiction_sensed"] = check_scalar("friction_stiction_sensed", p["friction_stiction_sensed"], 0.0,
+                                                     hi=1.0)
         p["friction_stiction_torque"] = check_scalar("friction_stiction_torque", p["friction_stiction_torque"], 0.0,
                                                      lo_open=True, hi=1e6)
         p["friction_scale"] = check_scalar("friction_scale", p["friction_scale"], 0.0)
@@ -438,10 +443,14 @@ class ControlLaw:
         """tau += the friction compensation (control/laws/friction.py: at most the identified model at
         every speed) when friction_compensation is on."""
         fr = self.friction
-        if fr.active and fr.stiction > 0.0:        # the law's own torque, gravity left out: its pull
-            fr.pull[:] = tau
+        ext = self._pull_ext
+        fr.sensed = ext is not None
+        if fr.active and (fr.stiction > 0.0 or fr.sensed):   # the law's own torque without gravity: its
+            fr.pull[:] = tau                                 # pull, and the environment's where measured
             if self.gravity_enabled:
                 fr.pull -= self._g(self._q_last)
+            if fr.sensed:
+                fr.pull += ext
         return fr.add(tau, v)
 
     def friction_torque(self, v):

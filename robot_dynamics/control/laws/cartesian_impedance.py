@@ -541,7 +541,13 @@ class CartesianImpedance(ControlLaw):
         tau -= J.T @ y
         if h is not None:                               # g(q) [+ C(q, v) v]
             tau += h
+        fr = self.friction
+        if fr.active and fr.stiction_sensed > 0.0 and state.wrench is not None and state.wrench_source == "sensor":
+            w = self._world_wrench(state, R)            # the stiction term's pull: the law's and the
+            if w is not None:                           # environment's J^T w, which a sensor measures
+                self._pull_ext = J.T @ w
         self._add_friction(tau, v)
+        self._pull_ext = None
 
         # report
         self.info.reference[:3] = self.p_d
@@ -569,27 +575,37 @@ class CartesianImpedance(ControlLaw):
                     seg[m] *= lim / n_e
                     self.clipped = True         # (the loop's diagnostics: the safety layer acts)
 
+    def _world_wrench(self, state, R, status=False):
+        """The measured wrench (State.wrench) in world-aligned axes, about the frame's origin; None
+        (with info.status when `status`) when there is none or it cannot be used."""
+        w = state.wrench
+        why = None
+        if w is None:
+            why = "no measured wrench"
+        else:
+            w = np.asarray(w, dtype=float)
+            if w.shape != (6,) or not np.all(np.isfinite(w)):
+                why = "bad measured wrench"
+            elif state.wrench_frame in ("", self.frame):
+                return np.concatenate([R @ w[:3], R @ w[3:]])
+            elif state.wrench_frame == "world":
+                return w
+            else:
+                why = f"wrench in {state.wrench_frame!r}, expected {self.frame!r} or 'world'"
+        if status:
+            self.info.status = f"force axes: {why} (open loop)" if why.startswith(("no", "bad")) else \
+                f"force axes: {why}"
+        return None
+
     def _force_axes(self, state, R, F):
         """F (holding D (xdot_d - xdot)) += K e + F_d on stiffness axes, force PI on force axes."""
         S, e = self.S, self._e
         Fd = self.wrench_d
         F += np.where(S, 0.0, self.K * e * self._s2) + Fd     # (_s2: the hold bound's s^2, see compute)
-        w = state.wrench
         dt = 0.0 if self._t_last is None else min(max(state.t - self._t_last, 0.0), 0.1)
         self._t_last = state.t
-        if w is None:
-            self.info.status = "force axes: no measured wrench (open loop)"
-            return
-        w = np.asarray(w, dtype=float)
-        if w.shape != (6,) or not np.all(np.isfinite(w)):
-            self.info.status = "force axes: bad measured wrench (open loop)"
-            return
-        if state.wrench_frame in ("", self.frame):
-            w_lwa = np.concatenate([R @ w[:3], R @ w[3:]])
-        elif state.wrench_frame == "world":
-            w_lwa = w
-        else:
-            self.info.status = f"force axes: wrench in {state.wrench_frame!r}, expected {self.frame!r} or 'world'"
+        w_lwa = self._world_wrench(state, R, status=True)
+        if w_lwa is None:
             return
         ef = Fd + w_lwa                                  # F_d - (robot on environment = -w)
         self._integral += np.where(S, ef * dt, 0.0)

@@ -32,21 +32,36 @@ F -> 2F stiffness came out 297 N/m with this shape at m = 1.5, 254 with tanh(x /
 The offset is not friction (a constant torque, bias) and is
 compensated as identified.
 
-Stiction at rest (`friction_stiction` k in [0, 0.5], default 0; the identification writes 0.05): a
+Stiction at rest (`friction_stiction` k in [0, 1], default 0; the identification writes 0.05): a
 velocity-sign model gives nothing at rest (tanh(0) = 0), so an arm released after a push stops where
 the law's spring no longer beats the static friction (1.2 mm at the flange on the sharp MuJoCo plant,
-k 450 N/m).  At rest the dry term gets k fc along the law's own pull p (its torque with gravity left
-out: the spring and damper's, the posture's), fading as the joint slides:
+k 450 N/m).  At rest the dry term gets k fc along the pull p, fading as the joint slides:
 
-    fc [sat(v) + k (1 - sat(v)^2) tanh(p / p0)],     p0 = friction_stiction_torque
+    fc [sat(v) + k (1 - |sat(v)|) tanh(p / p0)],     p0 = friction_stiction_torque
 
-which is at most fc in size (k <= 0.5).  It is not identified: a fixed fraction of the identified fc
-(a presliding state, Dahl's or LuGre's, holds the friction at rest but does not tell which way the law
-wants the arm to go, which is what breaks it free).  It does work only in the direction the law pulls,
-toward the law's equilibrium, and vanishes there (p -> 0); a push held against the law meets it as
-k fc more friction (the single-push stiffness on MuJoCo's soft friction: 455 N/m without, 459 at
-0.05, 462 at 0.1, 470 at 0.2 for k 450; on the sharp plant 0.03 already brought the arm back within
-0.09 mm, 1.21 mm without).  Measured in test_friction.py and bench/friction_push.py.
+at most fc in size at every speed for any k <= 1 (|sat| + k (1 - |sat|) <= 1).  What p is decides who
+meets the term:
+- without a measurement of the environment's torque, p is the law's own pull (its torque with
+  gravity left out: the spring and damper's, the posture's).  An arm stuck by its own friction is
+  freed by it, but a hand holding the arm off the law's set point meets it as k fc more friction:
+  a push feels stiffer (on MuJoCo's soft friction, k 450 N/m: 455 N/m at k 0, 459 at 0.05, 470 at
+  0.2; on franky-sim 313 N/m at 0, 317 at 0.05, 412 at 0.5 for k 300).  Hence the small k written.
+- with a sensor (cartesian_impedance with an F/T sensor, State.wrench_source "sensor"), p is the
+  law's pull plus the environment's torque J^T w of the measured wrench w, i.e. every torque on the
+  joint but its friction, and the fraction is `friction_stiction_sensed` (default 1).  A hand
+  pushing the arm is measured, so the term pulls toward where law and hand balance; the arm at rest
+  sits where it would without friction, and after the release it returns where the law holds it
+  (bench/friction_push.py: the Panda rig, k 450 N/m, the first push +1.3 % and +0.2 % stiff on the
+  sharp and soft plants with the sensor at fraction 1, +5.3 % and +24.5 % at 1 without it; a Franka's
+  friction at franky-sim's start pose, k 300 N/m, 9 N: +61 % with the file as written, -1.3 % with
+  the sensor).  The
+  tanh's p0 is then the deadband: keep it above the sensor's noise mapped to the joints, or the
+  term dithers at rest.  An estimated wrench (wrench_source "observer": from the motor torques) is
+  not used for it: it holds the friction too, and p would be the law's pull less itself.
+It is not identified: a fraction of the identified fc (a presliding state, Dahl's or LuGre's, holds
+the friction at rest but does not tell which way the arm should go, which is what breaks it free).
+It does work only in the direction p pulls, toward the equilibrium, and vanishes there (p -> 0).
+Measured in test_friction.py and bench/friction_push.py.
 """
 import numpy as np
 
@@ -67,7 +82,8 @@ class FrictionCompensation:
         self._inv_vs, self._inv_m = np.zeros(n), 1.0
         self._fv, self._fc, self._fo = np.zeros(n), np.zeros(n), np.zeros(n)
         self._tmp = np.zeros(n)
-        self.stiction, self.pull_scale = 0.0, 0.05
+        self.stiction, self.pull_scale, self.stiction_sensed = 0.0, 0.05, 0.0
+        self.sensed = False                   # pull includes the environment's measured torque (this step)
         self.pull = np.zeros(n)               # the law's torque without gravity (set by the law)
         self._w = np.zeros(n)
 
@@ -85,6 +101,7 @@ class FrictionCompensation:
         self._fv, self._fc, self._fo = k * self.fv, k * self.fc, k * self.off
         self._inv_vs, self._inv_m = 1.0 / self.vs, 1.0 / self.margin
         self.stiction, self.pull_scale = float(p["friction_stiction"]), float(p["friction_stiction_torque"])
+        self.stiction_sensed = float(p["friction_stiction_sensed"])
         self.active = bool(p["friction_compensation"]) and bool(np.any(self._fv) or np.any(self._fc) or np.any(self._fo))
 
     def add(self, tau, v):
@@ -97,11 +114,12 @@ class FrictionCompensation:
             t *= self._inv_m                             # |x| / m
             np.minimum(t, w, out=t)
             np.copysign(t, v, out=t)                     # sign(v) min(|x| / m, |tanh x|)
-            if self.stiction > 0.0:          # at rest (1 - sat^2 -> 1) k fc along the law's pull
-                np.multiply(t, t, out=w)
+            k = self.stiction_sensed if self.sensed else self.stiction
+            if k > 0.0:                      # at rest (1 - |sat| -> 1) k fc along the pull
+                np.abs(t, out=w)
                 np.subtract(1.0, w, out=w)
                 w *= np.tanh(self.pull / self.pull_scale)
-                w *= self.stiction
+                w *= k
                 t += w
             t *= self._fc
             tau += t
@@ -115,13 +133,13 @@ class FrictionCompensation:
         v = np.asarray(v, dtype=float)
         out = np.zeros(np.broadcast_shapes(v.shape, (self.n,)))
         vb = np.broadcast_to(v, out.shape)
-        active, stiction = self.active, self.stiction
-        self.active, self.stiction = True, 0.0
+        active, stiction, sensed = self.active, self.stiction, self.sensed
+        self.active, self.stiction, self.sensed = True, 0.0, False
         try:
             for idx in np.ndindex(out.shape[:-1]):
                 self.add(out[idx], np.ascontiguousarray(vb[idx]))
         finally:
-            self.active, self.stiction = active, stiction
+            self.active, self.stiction, self.sensed = active, stiction, sensed
         return out
 
     def model(self, v):

@@ -198,6 +198,7 @@ class Estimation:
         if not self.cartesian:
             return
         st = self.c.state
+        st.wrench_source = self.wrench_source
         if self.wrench_source == "observer":
             st.wrench = self.observer_wrench(t) if self.obs_last is not None else None
             st.wrench_frame = ""                         # observer.frame = the law's frame, its axes
