@@ -45,15 +45,20 @@ def identify(tmp):
     return yaml.safe_load(open(out))["/**"]["ros__parameters"]
 
 
-def push_once(tmp, name, params):
-    from franka_harness import push_stiffness, rig
+def push_once(tmp, name, params, sensor=False):
+    from franka_harness import FtSensor, push_stiffness, rig
     d = Path(tmp) / name
     d.mkdir()
     # max_pos_error 0.1 m: the shipped 0.05 m clips the spring at 15 N, below the 18 N push (the stiffness
     # is measured within the clip, as test_franka_in_process.py does)
     params = {"cartesian_impedance.max_pos_error": 0.1, **params}
     with rig(d, "cartesian_impedance", mode="in_process", push=True, **params) as (procs, probe, sim):
-        d9, d18, back = push_stiffness(probe, procs, sim)
+        ft = FtSensor(probe, sim) if sensor else None
+        try:
+            d9, d18, back = push_stiffness(probe, procs, sim)
+        finally:
+            if ft is not None:
+                ft.close()
     return {"k9": 9.0 / d9[0], "k_slope": 9.0 / (d18[0] - d9[0]), "back_mm": 1e3 * float(np.linalg.norm(back)),
             "off_mm": 1e3 * float(np.linalg.norm(d9[1:]))}
 
@@ -65,6 +70,9 @@ def main():
                     help="fixed friction_smoothing bands [rad/s] at full size (as before issue 43) to compare")
     ap.add_argument("--margins", type=float, nargs="*", default=[],
                     help="other friction_band_margin values to compare with the file as written")
+    ap.add_argument("--sensor", action="store_true",
+                    help="also the file as written with the push measured by an F/T sensor at the TCP (published on "
+                         "/ft_sensor/wrench, the bridge's wrench_topic)")
     ap.add_argument("--stictions", type=float, nargs="*", default=[],
                     help="other friction_stiction values [0, 0.5] to compare with the file as written")
     args = ap.parse_args()
@@ -81,14 +89,16 @@ def main():
                 rows.append((f"the file, friction_band_margin {m}", {**ci, "cartesian_impedance.friction_band_margin": m}))
             for k in args.stictions:
                 rows.append((f"the file, friction_stiction {k}", {**ci, "cartesian_impedance.friction_stiction": k}))
+            if args.sensor:
+                rows.append(("the file, the push measured by an F/T sensor at the TCP", ci, True))
             for band in args.bands:         # the fixed band at full size, as before issue 43
                 prm = {**ci, "cartesian_impedance.friction_smoothing": band,
                        "cartesian_impedance.friction_velocity_scale": [0.0] * 7,
                        "cartesian_impedance.friction_band_margin": 1.0, "cartesian_impedance.friction_stiction": 0.0}
                 rows.append((f"identified fv, fc, fixed band {band} rad/s", prm))
             results = []
-            for i, (label, prm) in enumerate(rows):
-                runs = [push_once(tmp, f"push{i}_{r}", prm) for r in range(args.repeats)]
+            for i, (label, prm, *sensed) in enumerate(rows):
+                runs = [push_once(tmp, f"push{i}_{r}", prm, sensor=bool(sensed)) for r in range(args.repeats)]
                 results.append((label, runs))
                 print(f"{label}: {runs}", flush=True)
     finally:

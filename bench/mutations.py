@@ -115,6 +115,16 @@ MUTATIONS = [
       "robot_dynamics/control/loop.py", "                cyc.last_pub = last_pub\n", "",
       ["test/test_control_loop.py::test_an_exception_in_the_law_ramps_to_the_safe_command_while_the_states_stay_fresh",
        "test/test_controller_node.py::test_timer_trigger_and_no_exception_escapes"]),
+    M("stiction_blind_to_sensed_wrench", "the stiction term's pull leaves out the measured J^T w (it resists a hand)",
+      "robot_dynamics/control/laws/base.py", "                fr.pull += ext\n", "                pass\n",
+      ["test/test_friction.py::test_a_sensed_push_meets_the_stiction_as_the_law_would_without_friction"]),
+    M("stiction_takes_estimated_wrench", "the stiction term takes the observer's wrench (it holds the friction too)",
+      "robot_dynamics/control/laws/cartesian_impedance.py", ' and state.wrench_source == "sensor":', ":",
+      ["test/test_friction.py::test_stiction_stays_within_the_identified_friction_and_only_a_sensed_wrench_enters_it"]),
+    M("franka_bridge_drops_wrench", "the in-process Franka bridge does not subscribe to wrench_topic",
+      "robot_dynamics/nodes/franka_in_process.py", '        if loop.law_name == "cartesian_impedance":\n',
+      "        if False:\n",
+      ["test/test_franka_in_process.py::test_dynamics_identification_in_process[urdf_inertials]"]),
 ]
 
 

@@ -560,6 +560,51 @@ def identified_params(p, law):
     return {"armature": p["armature"], **{f"{law}.{k}": p[f"{law}.{k}"] for k in FRICTION_KEYS if f"{law}.{k}" in p}}
 
 
+class FtSensor:
+    """An F/T sensor at the TCP (what the bridge's wrench_topic takes): while running, publishes the
+    push franky-sim holds on the TCP (force only, about the TCP), in the TCP's axes from the arm's
+    present pose (our model of the URDF the bridge published), every 2 ms."""
+
+    def __init__(self, probe, sim):
+        import threading
+        import rclpy
+        from geometry_msgs.msg import WrenchStamped
+        self.probe, self.force = probe, np.zeros(3)
+        self.model, self.dyn = fr3_model(probe.urdf)
+        self.idx = [self.model.joint_names.index(j) for j in probe.joints]
+        self.node = rclpy.create_node("ft_sensor_sim")
+        self.pub = self.node.create_publisher(WrenchStamped, "/ft_sensor/wrench", 10)
+        self.msg = WrenchStamped()
+        self.msg.header.frame_id = "fr3_tcp"
+        self.stop = threading.Event()
+        real_push = sim.push
+
+        def push(body, force, point):          # the sim's push, seen by the sensor
+            real_push(body, force, point)
+            self.force = np.asarray(force, float)
+        sim.push = push
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop.wait(0.002):
+            q, _ = self.probe.snapshot()
+            if q is None:
+                continue
+            qm = np.empty(7)
+            qm[self.idx] = q
+            R = self.dyn.frame_placement(qm, "fr3_tcp")[0]
+            f = R.T @ self.force
+            w = self.msg.wrench
+            w.force.x, w.force.y, w.force.z = (float(x) for x in f)
+            self.pub.publish(self.msg)
+
+    def close(self):
+        self.stop.set()
+        self.thread.join()
+        self.node.destroy_node()
+
+
 def push_stiffness(probe, procs, sim, forces=(9.0, 18.0), settle=2.0):
     """Push franky-sim's TCP (fr3_tcp of our model of the published URDF; sim with push=True) along x
     with each of `forces` in turn, then release, each held `settle` s of robot time.  Returns the TCP

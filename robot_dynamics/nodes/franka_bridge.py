@@ -107,6 +107,8 @@ PARAMETERS = {
     "joint_states_topic": ("/joint_states", "sensor_msgs/JointState out"),
     "command_topic": ("/effort_controller/commands", "std_msgs/Float64MultiArray in (topic mode)"),
     "robot_description_topic": ("/robot_description", "std_msgs/String out"),
+    "wrench_topic": ("/ft_sensor/wrench", "geometry_msgs/WrenchStamped in (in_process, cartesian_impedance): an "
+                                          "F/T sensor's reading, for force control and the friction's stiction"),
     "autostart": (True, "start torque control after a passed cross-check; false: on ~/recover"),
     "command_timeout": (0.1, "[s] without a command (topic mode, once running) -> damping stop (live)"),
     "ramp_time": (0.5, "[s] blend from the applied torque to the commands at start and resume"),

@@ -7,6 +7,8 @@ of the ControlLoop that hardware/franka_loop.FrankaLoop steps in the robot's con
   handed to the loop under its lock (`<law>.compensate_gravity: true` refused: the Franka adds gravity);
 - its references: ~/joint_trajectory, ~/target_joint_state, ~/target_pose, converted on the executor,
   then handed over under the loop's lock (a conversion error counted as rejected.<topic>);
+- its F/T sensor (cartesian_impedance): wrench_topic, handed to the loop stamped with the robot's time
+  of the newest state (the loop's clock: a silent sensor goes stale after watchdog_timeout of it);
 - its services: ~/hold, ~/resume, ~/identify_dynamics, ~/identify_dynamics_status,
   ~/cancel_dynamics_identification;
 - its action: ~/follow_joint_trajectory (joint_impedance, computed_torque) and ~/controller_state, the
@@ -18,7 +20,7 @@ runs (under its lock, between two robot cycles), ~/commands and ~/state.
 """
 from types import SimpleNamespace
 
-from geometry_msgs.msg import PoseStamped
+from geometry_msgs.msg import PoseStamped, WrenchStamped
 from rclpy.clock import Clock, ClockType
 from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import JointState
@@ -31,7 +33,8 @@ from ..hardware.franka import N
 from ..hardware.franka_commands import RUNNING
 from .cdr import Float64ArrayCdr
 from .common import (check_value, declare_all, map_joint_values, param_value, pose_to_rp, ros_param_spec,
-                     trajectory_arrays, trigger_handler)
+                     trajectory_arrays, trigger_handler, wrench_to_array)
+from .controller.inputs import QOS_SENSOR
 from .controller.outputs import StateOutput
 from .follow_joint_trajectory import FJT_PARAMS, FollowJointTrajectoryServer
 
@@ -145,6 +148,9 @@ class InProcessSurface(FollowJointTrajectoryServer):
         self.create_subscription(JointTrajectory, "~/joint_trajectory", self._on_trajectory, 10)
         self.create_subscription(JointState, "~/target_joint_state", self._on_target_joint_state, 10)
         self.create_subscription(PoseStamped, "~/target_pose", self._on_target_pose, 10)
+        if loop.law_name == "cartesian_impedance":
+            self.create_subscription(WrenchStamped, self.p["wrench_topic"], self._guard(self._on_wrench, "wrench"),
+                                     QOS_SENSOR)
         # ~/follow_joint_trajectory (joint laws): the controller node's server over this loop
         self.counts = loop.counts
         self.c = SimpleNamespace(loop=loop, model=self.robot.model, law_name=loop.law_name,
@@ -208,6 +214,16 @@ class InProcessSurface(FollowJointTrajectoryServer):
                 return loop.references.cartesian_goal(CartesianReference(R, p))
             return CartesianReference(R, p)
         self._reference("target_pose", convert)
+
+    def _on_wrench(self, msg):
+        """The F/T sensor's reading, on the robot's time of the newest state (the loop checks it: a
+        non-finite one is counted and not used, a silent sensor goes stale)."""
+        t = self.robot.t_robot
+        if t is None:
+            return
+        w = wrench_to_array(msg.wrench)
+        with self.robot.loop_lock:
+            self.robot.loop.estimation.set_wrench(w, msg.header.frame_id, t)
 
     def _hold(self):
         ok, msg = self.robot.loop.hold()
