@@ -4,14 +4,22 @@ or MuJoCo's default soft (0.02 s), identified first by the loop's own run (contr
 from the commands sent), then Cartesian impedance k 450 N/m at the flange pushed along x with F = 5 N,
 then 2F, each held 4 s, then released.  ROS-free, in process.
 
-    .venv/bin/python bench/friction_push.py
+    .venv/bin/python bench/friction_push.py             # the Panda rig (the issue's table)
+    .venv/bin/python bench/friction_push.py --franka    # and franky-sim's friction at its start pose
 
 Per row: stiffness from the F -> 2F slope and from the first push alone, the flange's distance from
 its start 2 s after the release, the fastest joint over the last 0.5 s of each hold and of the release
 (creep); compensations: none, the identified fv and fc with the fixed 0.01 rad/s band at full size (the
-file as written before issue 43), the file as written now (identified velocity scale, band margin 2,
-stiction 0.05), and that without the stiction term.
+file as written before issue 43), the file as written now (identified velocity scale, band margin 1.5,
+stiction 0.05), that without the stiction term, the full stiction (1) along the law's pull alone, and
+the file with the push measured by an F/T sensor at the flange (friction_stiction_sensed 1: the
+stiction along the law's pull plus J^T of the measured wrench).
+
+--franka: franky-sim's joint friction, damping and rotor inertia (its fr3.xml) on the same Panda
+model, at franky-sim's start pose, with config/fr3_cartesian_impedance.yaml's gains (k 300 N/m,
+k_rot 10 N m/rad), 9 N then 18 N, each held 3 s, released 3 s.
 """
+import argparse
 import sys
 from pathlib import Path
 
@@ -21,38 +29,66 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test"))
 
-from friction_rig import K_PUSH, SHARP, SOFT, identify, law_friction, push  # noqa: E402
+from friction_rig import FRANKA, K_PUSH, Q_FRANKY, SHARP, SOFT, identify, law_friction, push  # noqa: E402
 
 from robot_dynamics.dynamics import Model  # noqa: E402
 
 
-def main():
-    model = Model.from_robot("panda")
-    rows = []
-    for name, solref in (("sharp", SHARP), ("soft", SOFT)):
-        run = identify(model, solref)
-        if not run.ok:
-            raise SystemExit(f"identification failed: {run.message}")
-        fr = law_friction(run.params)
-        print(f"{name}: identified velocity scale [rad/s] {np.round(run.bands, 4).tolist()}", flush=True)
-        old = {**fr, "friction_velocity_scale": [0.0] * 7, "friction_smoothing": 0.01, "friction_band_margin": 1.0,
-               "friction_stiction": 0.0}
-        for label, f in (("none", None), ("identified fv, fc; fixed band 0.01 rad/s (before)", old),
-                         ("identified file as written", fr),
-                         ("the same, friction_stiction 0", {**fr, "friction_stiction": 0.0})):
-            r = push(model, f, solref=solref)
-            rows.append((name, label, r))
-            print(f"  {label}: {r}", flush=True)
+def rows_for(model, name, solref, cases, **kw):
+    out = []
+    run = identify(model, solref, plant=kw.get("plant"))
+    if not run.ok:
+        raise SystemExit(f"identification failed: {run.message}")
+    fr = law_friction(run.params)
+    print(f"{name}: identified velocity scale [rad/s] {np.round(run.bands, 4).tolist()}", flush=True)
+    old = {**fr, "friction_velocity_scale": [0.0] * 7, "friction_smoothing": 0.01, "friction_band_margin": 1.0,
+           "friction_stiction": 0.0}
+    table = {"none": (None, False), "identified fv, fc; fixed band 0.01 rad/s (before)": (old, False),
+             "identified file as written": (fr, False),
+             "the same, friction_stiction 0": ({**fr, "friction_stiction": 0.0}, False),
+             "the same, friction_stiction 1 (no sensor)": ({**fr, "friction_stiction": 1.0}, False),
+             "the file, the push measured by an F/T sensor": (fr, True)}
+    for label in cases:
+        f, sensor = table[label]
+        r = push(model, f, solref=solref, sensor=sensor, **kw)
+        out.append((name, label, r))
+        print(f"  {label}: {r}", flush=True)
+    return out
 
-    def pct(k):
-        return f"{k:.0f} ({100 * (k / K_PUSH - 1):+.1f} %)"
-    print(f"\nMuJoCo Panda, Cartesian impedance k {K_PUSH:.0f} N/m, flange pushed along x with 5 N then 10 N "
-          "(4 s each), released 2 s")
+
+def print_table(title, rows, k):
+    def pct(x):
+        return f"{x:.0f} ({100 * (x / k - 1):+.1f} %)"
+    print(f"\n{title}")
     print("| dry friction | compensation | slope [N/m] | single push [N/m] | back within [mm] | creep max \\|dq\\| [rad/s] |")
     print("|---|---|--:|--:|--:|--:|")
     for name, label, r in rows:
         print(f"| {name} | {label} | {pct(r['k_slope'])} | {pct(r['k_single'])} | {1e3 * r['back']:.2f} | "
               f"{r['creep']:.1e} |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--franka", action="store_true", help="also franky-sim's friction at its start pose")
+    args = ap.parse_args()
+    model = Model.from_robot("panda")
+    everything = ["none", "identified fv, fc; fixed band 0.01 rad/s (before)", "identified file as written",
+                  "the same, friction_stiction 0", "the same, friction_stiction 1 (no sensor)",
+                  "the file, the push measured by an F/T sensor"]
+    rows = []
+    for name, solref in (("sharp", SHARP), ("soft", SOFT)):
+        rows += rows_for(model, name, solref, everything)
+    print_table(f"MuJoCo Panda, Cartesian impedance k {K_PUSH:.0f} N/m, flange pushed along x with 5 N then 10 N "
+                "(4 s each), released 2 s", rows, K_PUSH)
+    if args.franka:
+        kw = dict(plant=FRANKA, q0=Q_FRANKY, k=300.0, k_rot=10.0, force=9.0, hold=3.0, back=3.0)
+        rows = []
+        for name, solref in (("sharp", SHARP), ("soft", SOFT)):
+            rows += rows_for(model, name, solref, ["none", "identified file as written",
+                                                   "the same, friction_stiction 1 (no sensor)",
+                                                   "the file, the push measured by an F/T sensor"], **kw)
+        print_table("franky-sim's friction (fr3.xml) on the Panda at franky-sim's start pose, k 300 N/m, k_rot 10, "
+                    "9 N then 18 N (3 s each), released 3 s", rows, 300.0)
 
 
 if __name__ == "__main__":
