@@ -125,6 +125,15 @@ MUTATIONS = [
       "robot_dynamics/nodes/franka_in_process.py", '        if loop.law_name == "cartesian_impedance":\n',
       "        if False:\n",
       ["test/test_franka_in_process.py::test_dynamics_identification_in_process[urdf_inertials]"]),
+    M("trajectory_velocity_unchecked", "a joint trajectory's velocities are not checked against the limits",
+      "robot_dynamics/control/stages/references.py",
+      "isinstance(ref, JointReference) else \\\n                    self.trajectory_velocity_check(ref)",
+      'isinstance(ref, JointReference) else ""',
+      ["test/test_streamed_reference.py::test_a_trajectory_past_the_velocity_limits_is_refused"]),
+    M("trajectory_spline_unchecked", "only the velocities a trajectory's points give are checked, not its spline",
+      "robot_dynamics/control/stages/references.py",
+      "v_pk > lim * (1.0 + TRAJ_SPLINE_TOLERANCE)", "v_pk > np.inf",
+      ["test/test_streamed_reference.py::test_a_trajectory_past_the_velocity_limits_is_refused"]),
 ]
 
 

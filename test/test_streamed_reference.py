@@ -81,3 +81,48 @@ def test_streamed_velocity_not_finite_is_refused():
     ok, why = loop.set_reference(JointReference(q=Q0.copy(), v=v), "target_joint_state", 0.001)
     assert not ok and "finite" in why, why
     assert loop.counts["rejected.target_joint_state"] == 1
+
+
+def _trajectory_refused(loop, tr, lines):
+    ok, why = loop.set_reference(tr, "joint_trajectory", 0.001)
+    loop.update_state(Q0, np.zeros(7), 0.002)
+    tau, _ = loop.step(0.002)
+    warns = [tx for lv, tx in lines if lv == "warn" and "velocity limit" in tx]
+    return ok, why, np.array(tau), warns
+
+
+def test_a_trajectory_past_the_velocity_limits_is_refused():
+    """A JointTrajectory (~/joint_trajectory, a FollowJointTrajectory goal) is checked as a streamed
+    JointState is: a point velocity past a joint's limit (the URDF's) is refused, naming the point,
+    the joint, its velocity and the limit (with a WARN); and so are points too close in time for the distance between
+    them (no velocities given: the spline needs 2.5 x joint 4's limit between them).  The arm keeps
+    holding Q0 (the law's torque at rest is zero).  A trajectory whose spline stays within the limits
+    (a 1 s minimum-jerk move peaking at 0.9 x them) is followed."""
+    from robot_dynamics.control.trajectory import JointTrajectory
+    model, loop, vl, lines = _setup()
+    V = np.zeros((3, 7))
+    V[1, 5] = -1.4 * vl[5]
+    P = np.vstack([Q0, Q0 + 0.01, Q0 + 0.02])
+    ok, why, tau, warns = _trajectory_refused(loop, JointTrajectory([0.5, 1.0, 1.5], P, V), lines)
+    assert not ok and warns, (why, lines)
+    assert "point 1" in why and model.joint_names[5] in why and f"{vl[5]:.3f}" in why \
+        and f"{V[1, 5]:+.3f}" in why, why
+    np.testing.assert_allclose(tau, np.zeros(7), atol=1e-9)
+    # no velocities: joint 4 moves 2.5 x its limit x 0.1 s in 0.1 s (at least 2.5 x the limit on the way)
+    P = np.vstack([Q0, Q0, Q0])
+    P[2, 3] += 2.5 * vl[3] * 0.1
+    lines.clear()
+    ok, why, tau, warns = _trajectory_refused(loop, JointTrajectory([0.5, 1.0, 1.1], P), lines)
+    assert not ok and model.joint_names[3] in why and f"{vl[3]:.3f}" in why, why    # (the WARN: throttled)
+    np.testing.assert_allclose(tau, np.zeros(7), atol=1e-9)
+    assert loop.counts["rejected.joint_trajectory"] == 2
+    # a minimum-jerk move of 1 s peaking at 0.9 x every limit (15/8 d / T): followed
+    t = np.linspace(0.0, 1.0, 21)
+    s = 10 * t ** 3 - 15 * t ** 4 + 6 * t ** 5
+    sd = 30 * t ** 2 - 60 * t ** 3 + 30 * t ** 4
+    d = 0.9 * vl * 8.0 / 15.0
+    lines.clear()
+    ok, why = loop.set_reference(JointTrajectory(t + 0.01, Q0 + np.outer(s, d), np.outer(sd, d)),
+                                 "joint_trajectory", 0.003)
+    assert ok, why
+    assert not [tx for lv, tx in lines if "velocity limit" in tx]

@@ -11,7 +11,8 @@ reference replaces an identification run's.
 
 Guarantees: a reference is applied at a cycle boundary, never mid-cycle; a refused one is counted
 (rejected.<what>) and logged throttled with its reason; a joint reference with a velocity past a joint's
-velocity limit is refused (the joint, its velocity and the limit said); a Cartesian target beyond the law frame's reach
+velocity limit is refused (the joint, its velocity and the limit said), and so is a joint trajectory whose
+points or spline between them are (TRAJ_SPLINE_TOLERANCE between points); a Cartesian target beyond the law frame's reach
 bound is refused (the arm keeps its target); a joint set-point (no velocity, no acceleration) is approached
 on a rest-to-rest quintic whose speed keeps the law's torque change K_j v_j (D_j a_j) within
 SHAPING_RATE_SHARE of the torque-rate limit (so the rate limit never lags inside the loop) and within
@@ -37,6 +38,7 @@ SHAPING_VELOCITY_SHARE = 0.8   # of each joint's velocity limit, for the approac
                                # tracking error)
 SHAPING_STEP_TIME = 0.01       # s: a pose step whose spring torque the rate limit passes in this time (at
                                # SHAPING_RATE_SHARE) is stepped to; a larger one approached
+TRAJ_SPLINE_TOLERANCE = 0.02  # a joint trajectory's spline between its points may pass a velocity limit by this
 TIME_SCALE_RATE = (20.0, 2.0)  # 1/s: how fast a trajectory's time scale may fall and rise
 
 
@@ -101,13 +103,13 @@ class References:
         elif isinstance(ref, (JointReference, JointTrajectory)):
             if self.cartesian:
                 return self.reject(what, f"{name} takes no joint reference", now)
-            if isinstance(ref, JointReference):
-                try:
-                    fast = self.velocity_check(ref, what)
-                except ValueError as e:
-                    return self.reject(what, str(e), now)
-                if fast:
-                    return self.reject(what, fast, now)
+            try:
+                fast = self.velocity_check(ref, what) if isinstance(ref, JointReference) else \
+                    self.trajectory_velocity_check(ref)
+            except ValueError as e:
+                return self.reject(what, str(e), now)
+            if fast:
+                return self.reject(what, fast, now)
             if isinstance(ref, JointReference) and self._p["setpoint_shaping"]:
                 try:
                     ref = self.shaped(ref)
@@ -137,8 +139,7 @@ class References:
         if ref.v is None:
             return ""
         v = as_vec(ref.v, self.model.nv, "reference v")
-        vl = np.asarray(self.model.velocity_limits, dtype=float)
-        lim = np.where(np.isfinite(vl) & (vl > 0), vl, np.inf)
+        lim = self._velocity_limits()
         over = np.flatnonzero(np.abs(v) > lim)
         if not len(over):
             return ""
@@ -146,6 +147,36 @@ class References:
         text = ", ".join(f"{names[j]!r} {v[j]:+.3f} rad/s (limit {lim[j]:.3f})" for j in over)
         return (f"velocity past the joint's velocity limit (URDF): {text}; not followed, the arm keeps its "
                 "present reference")
+
+    def _velocity_limits(self):
+        vl = np.asarray(self.model.velocity_limits, dtype=float)
+        return np.where(np.isfinite(vl) & (vl > 0), vl, np.inf)
+
+    def trajectory_velocity_check(self, tr):
+        """A joint trajectory's velocities against each joint's velocity limit (the URDF's): the
+        velocities its points give (as a streamed JointState's: past the limit is refused), and the
+        spline followed between the points (JointTrajectory.peak_rates), which may pass the limit by
+        TRAJ_SPLINE_TOLERANCE (a spline through points at the limit rounds a corner a little faster);
+        points too close in time for the distance between them need more.  "" when within them, else
+        the reason to refuse it (the first point and joint past the limit, its velocity and the limit).
+        Joints without a velocity limit are not checked."""
+        lim = self._velocity_limits()
+        names = self.model.joint_names
+        rest = "; not followed, the arm keeps its present reference"
+        if tr.velocities is not None:
+            over = np.argwhere(np.abs(tr.velocities) > lim)
+            if len(over):
+                i, j = map(int, over[0])
+                return (f"velocity past the joint's velocity limit (URDF): point {i}: {names[j]!r} "
+                        f"{tr.velocities[i, j]:+.3f} rad/s (limit {lim[j]:.3f}){rest}")
+        v_pk, _, t_v, _ = tr.peak_rates()
+        over = np.flatnonzero(v_pk > lim * (1.0 + TRAJ_SPLINE_TOLERANCE))
+        if len(over):
+            j = int(over[np.argmax(v_pk[over] / lim[over])])
+            return (f"the trajectory between its points needs {names[j]!r} at {v_pk[j]:.3f} rad/s at "
+                    f"t = {t_v[j]:.3f} s, past its velocity limit {lim[j]:.3f} rad/s (URDF; points too close "
+                    f"in time for the distance between them){rest}")
+        return ""
 
     def beyond_reach(self, points):
         """The reason to refuse Cartesian target points (N x 3, base frame) one of which is beyond the
