@@ -169,11 +169,20 @@ def test_the_identification_written_as_parameters_drives_the_controller(panda, t
     for v in (np.full(model.nv, 0.3), np.linspace(-1, 1, model.nv)):
         expected = 0.8 * (vals["fv"][0] * v + vals["fc"][0] * np.tanh(v / idn.FRICTION_BAND) + vals["off"][0])
         np.testing.assert_allclose(loop.law.friction_torque(v), expected, rtol=1e-12, atol=1e-15)
-    # a regrouped term (the first joint's Ia when the inertials are identified too) is written as 0, said
+    # a rotor inertia regrouped with its links' inertials (joints 1 and 2 when the inertials are identified
+    # too) is written as the group's estimate less the URDF's part of it, said: on torques of a plant with
+    # the URDF's inertials, the plant's own Ia.  Without a prior to take that part from: 0, said.
     W_full = idn.regressor(model, *[np.atleast_2d(x) for x in idn.fourier_trajectory(*exc[:4], np.linspace(0, 5, 300))])
-    full = idn.solve(W_full, W_full @ idn.prior_parameters(model, Ia=Ia, fv=fv, fc=fc), idn.base_parameters(model))
+    y_full = W_full @ idn.prior_parameters(model, Ia=Ia, fv=fv, fc=fc)
+    base = idn.base_parameters(model)
+    regrouped = [j for j in range(model.nv) if not np.isfinite(idn.solve(W_full, y_full, base).joint_terms(model)["Ia"][0][j])]
+    assert regrouped == [0, 1], regrouped
+    full = idn.solve(W_full, y_full, base, theta_prior=idn.prior_parameters(model))
     p2, notes2 = idn.controller_params(full, model)
-    assert p2["armature"][0] == 0.0 and any("panda_joint1.Ia" in n_ for n_ in notes2), notes2
+    np.testing.assert_allclose(p2["armature"], Ia, rtol=1e-8)
+    assert all(any(f"panda_joint{j + 1}.Ia: regrouped" in n_ for n_ in notes2) for j in regrouped), notes2
+    p3, notes3 = idn.controller_params(idn.solve(W_full, y_full, base), model)
+    assert p3["armature"][0] == 0.0 and any("panda_joint1.Ia: not identified alone" in n_ for n_ in notes3), notes3
 
 
 def test_full_identification_recovers_a_perturbed_link(panda):

@@ -176,6 +176,34 @@ class Identification:
             raise KeyError(f"{name} is not identifiable alone (regrouped or not excited)")
         return float(self.beta[k[0]]), float(self.std[k[0]])
 
+    def given_prior(self, name):
+        """A parameter regrouped only with inertials (the first joints' Ia with their links' inertia
+        about the same axis): its value with every other member of its group at the prior's (the
+        URDF's inertials): (beta_k - sum of c_m theta_prior_m, m != name) / c_name, and its standard
+        deviation.  That is the value a model with the prior's inertials needs to reproduce the
+        estimated group, which is what a law built on the URDF uses.  KeyError where the parameter is
+        in more than one group, in a group with another joint term, or there is no prior."""
+        b = self.base
+        i = b.names.index(name)
+        if self.theta_prior is None:
+            raise KeyError(f"{name}: no prior to take the rest of its group from")
+        th = np.asarray(self.theta_prior, float)
+        hit = np.flatnonzero(b.base == i)
+        if len(hit):
+            k, c = int(hit[0]), 1.0
+        else:
+            col = int(np.flatnonzero(b.dependent == i)[0])
+            rows = np.flatnonzero(np.abs(b.K[:, col]) > 1e-9)
+            if len(rows) != 1:
+                raise KeyError(f"{name} is in {len(rows)} groups")
+            k, c = int(rows[0]), float(b.K[rows[0], col])
+        members = [(int(b.base[k]), 1.0)] + [(int(d), float(x)) for d, x in zip(b.dependent, b.K[k]) if abs(x) > 1e-9]
+        joint = tuple(f".{t}" for t in JOINT_TERMS)
+        if any(m != i and b.names[m].endswith(joint) for m, _ in members):
+            raise KeyError(f"{name} is regrouped with another joint term")
+        rest = sum(x * th[m] for m, x in members if m != i)
+        return (float(self.beta[k]) - rest) / c, float(self.std[k]) / abs(c)
+
     def joint_terms(self, model):
         """{term: (values per joint, std per joint)} for Ia, fv, fc, off; NaN where regrouped."""
         out = {}
@@ -280,15 +308,26 @@ def controller_params(est, model, joints=None, laws=("gravity_compensation", "co
     friction model of every law in `laws` (`<law>.friction_compensation` true, `_viscous`,
     `_coulomb`, `_offset`, `_scale`, `_smoothing` = FRICTION_BAND and `_velocity_scale` = band, per
     joint in model order when it was identified (fit_bands), a scalar written as `_smoothing` alone
-    as before, `_stiction` when given) and `armature`.  A joint term the data did
-    not identify alone (regrouped, e.g. the first joint's Ia with its link's Izz when the inertials
-    were identified too) or found negative is written as 0 and listed in `notes` (returned second)."""
+    as before, `_stiction` when given) and `armature`.  A rotor inertia regrouped with its links'
+    inertials alone (the first joints' Ia with their link's inertia about the same axis, when the
+    inertials were identified too) is written as the group's estimate less the URDF's inertials in it
+    (Identification.given_prior: what a law on the URDF needs), said in `notes`.  A joint term the data
+    did not identify otherwise, or found negative, is written as 0 and listed in `notes` (returned
+    second)."""
     joints = list(joints or model.joint_names)
     idx = [model.joint_names.index(j) for j in joints]
     terms = est.joint_terms(model)
     notes, vals = [], {}
     for t in JOINT_TERMS:
         v = np.array(terms[t][0], float)[idx]
+        for i, j in enumerate(joints):
+            if not np.isfinite(v[i]) and t == "Ia":     # regrouped with its links: given the URDF's rest
+                try:
+                    v[i] = est.given_prior(f"{j}.Ia")[0]
+                    notes.append(f"{j}.Ia: regrouped with its links' inertials; {v[i]:.4g} written, the group's "
+                                 f"estimate less the URDF's inertials in it")
+                except (KeyError, ValueError):
+                    pass
         for j, x in zip(joints, v):
             if not np.isfinite(x):
                 notes.append(f"{j}.{t}: not identified alone (regrouped): 0 written")
