@@ -8,11 +8,13 @@ term, and the identified fv, fc with a fixed Coulomb band at full size (as befor
     .venv/bin/python bench/franka_push.py                    # 2 repeats per row
     .venv/bin/python bench/franka_push.py --repeats 4 --bands 0.01 0.002
     .venv/bin/python bench/franka_push.py --repeats 1 --bands --stictions 0.2 0.5
+    .venv/bin/python bench/franka_push.py --inertial --sensor --bands   # identified with all base parameters
 
 Per row: k from the 9 N push (9 N / dx), k from the 9 -> 18 N step (9 N / its dx: friction alike on
-both ends), the TCP's distance from its start after the release, the off-axis motion at 9 N; median
-(min-max) over the repeats.  The push is test/franky_sim_push.py (franky-sim's own server with an
-external force on a body-fixed point; the Franka protocol has none).
+both ends), the TCP's distance from its start 2 s after the release, the off-axis motion at 9 N, the
+largest joint speed 4-5 s after the release (creep); median (min-max) over the repeats.  The push is
+test/franky_sim_push.py (franky-sim's own server with an external force on a body-fixed point; the
+Franka protocol has none).
 """
 import argparse
 import os
@@ -31,13 +33,13 @@ os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 K_POS = 300.0                          # N/m, fr3_cartesian_impedance.yaml task.k_pos_*
 
 
-def identify(tmp):
+def identify(tmp, inertial=False):
     import yaml
     from franka_harness import FRANKY_SIM_ID, identify_dynamics, rig
     out = Path(tmp) / "fr3_dynamics.yaml"
     (Path(tmp) / "id").mkdir()
-    with rig(Path(tmp) / "id", "joint_impedance", mode="in_process",
-             **FRANKY_SIM_ID, **{"dynamics_id.output": str(out)}) as (procs, probe, sim):
+    with rig(Path(tmp) / "id", "joint_impedance", mode="in_process", **FRANKY_SIM_ID,
+             **{"dynamics_id.output": str(out), "dynamics_id.inertial": inertial}) as (procs, probe, sim):
         ok, msg = identify_dynamics(probe, procs)
     if not ok:
         raise SystemExit(f"identification failed: {msg}")
@@ -46,7 +48,7 @@ def identify(tmp):
 
 
 def push_once(tmp, name, params, sensor=False):
-    from franka_harness import FtSensor, push_stiffness, rig
+    from franka_harness import FtSensor, push_stiffness, rest_speed, rig
     d = Path(tmp) / name
     d.mkdir()
     # max_pos_error 0.1 m: the shipped 0.05 m clips the spring at 15 N, below the 18 N push (the stiffness
@@ -56,11 +58,12 @@ def push_once(tmp, name, params, sensor=False):
         ft = FtSensor(probe, sim) if sensor else None
         try:
             d9, d18, back = push_stiffness(probe, procs, sim)
+            dq_rest = rest_speed(probe, procs)
         finally:
             if ft is not None:
                 ft.close()
     return {"k9": 9.0 / d9[0], "k_slope": 9.0 / (d18[0] - d9[0]), "back_mm": 1e3 * float(np.linalg.norm(back)),
-            "off_mm": 1e3 * float(np.linalg.norm(d9[1:]))}
+            "off_mm": 1e3 * float(np.linalg.norm(d9[1:])), "creep": dq_rest}
 
 
 def main():
@@ -75,12 +78,17 @@ def main():
                          "/ft_sensor/wrench, the bridge's wrench_topic)")
     ap.add_argument("--stictions", type=float, nargs="*", default=[],
                     help="other friction_stiction values [0, 0.5] to compare with the file as written")
+    ap.add_argument("--inertial", action="store_true",
+                    help="identify all base parameters (dynamics_id.inertial true: franky-sim's inertials are not the "
+                         "URDF's) instead of trusting the URDF's inertials")
+    ap.add_argument("--k-rot", type=float, default=None,
+                    help="every row with this rotation stiffness [N m/rad] instead of the config's (10)")
     args = ap.parse_args()
     import rclpy
     rclpy.init()
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            p = identify(tmp)
+            p = identify(tmp, args.inertial)
             from franka_harness import identified_params
             ci = identified_params(p, "cartesian_impedance")
             rows = [("URDF alone", {}), ("identified file as written", ci),
@@ -96,6 +104,9 @@ def main():
                        "cartesian_impedance.friction_velocity_scale": [0.0] * 7,
                        "cartesian_impedance.friction_band_margin": 1.0, "cartesian_impedance.friction_stiction": 0.0}
                 rows.append((f"identified fv, fc, fixed band {band} rad/s", prm))
+            if args.k_rot is not None:
+                rows = [(label, {**prm, **{f"cartesian_impedance.task.k_rot_{a}": args.k_rot for a in "xyz"}}, *rest)
+                        for label, prm, *rest in rows]
             results = []
             for i, (label, prm, *sensed) in enumerate(rows):
                 runs = [push_once(tmp, f"push{i}_{r}", prm, sensor=bool(sensed)) for r in range(args.repeats)]
@@ -108,12 +119,14 @@ def main():
         v = np.array([r[key] for r in runs])
         return f"{np.median(v):{fmt}} ({v.min():{fmt}}-{v.max():{fmt}})"
     print(f"\nfranky-sim, Cartesian impedance k_pos {K_POS:.0f} N/m, TCP pushed along x; median (min-max) of "
-          f"{args.repeats}")
-    print("| model | k from 9 N [N/m] | k from 9 -> 18 N [N/m] | back after release [mm] | off-axis at 9 N [mm] |")
-    print("|---|--:|--:|--:|--:|")
+          f"{args.repeats}; identified with {'all base parameters' if args.inertial else 'the URDF inertials trusted'}"
+          + (f"; k_rot {args.k_rot:g} N m/rad" if args.k_rot is not None else ""))
+    print("| model | k from 9 N [N/m] | k from 9 -> 18 N [N/m] | back 2 s after release [mm] | off-axis at 9 N [mm] "
+          "| max |dq| 4-5 s after release [rad/s] |")
+    print("|---|--:|--:|--:|--:|--:|")
     for label, runs in results:
         print(f"| {label} | {cell(runs, 'k9', '.0f')} | {cell(runs, 'k_slope', '.0f')} | "
-              f"{cell(runs, 'back_mm', '.1f')} | {cell(runs, 'off_mm', '.1f')} |")
+              f"{cell(runs, 'back_mm', '.2f')} | {cell(runs, 'off_mm', '.1f')} | {cell(runs, 'creep', '.1e')} |")
 
 
 if __name__ == "__main__":

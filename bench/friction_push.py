@@ -16,8 +16,8 @@ the file with the push measured by an F/T sensor at the flange (friction_stictio
 stiction along the law's pull plus J^T of the measured wrench).
 
 --franka: franky-sim's joint friction, damping and rotor inertia (its fr3.xml) on the same Panda
-model, at franky-sim's start pose, with config/fr3_cartesian_impedance.yaml's gains (k 300 N/m,
-k_rot 10 N m/rad), 9 N then 18 N, each held 3 s, released 3 s.
+model, at franky-sim's start pose, with config/fr3_cartesian_impedance.yaml's gains (read from it: k
+300 N/m, k_rot 10 N m/rad; --k-rot to compare another), 9 N then 18 N, each held 3 s, released 3 s.
 """
 import argparse
 import sys
@@ -70,6 +70,8 @@ def print_table(title, rows, k):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--franka", action="store_true", help="also franky-sim's friction at its start pose")
+    ap.add_argument("--k-rot", type=float, default=None,
+                    help="--franka: this rotation stiffness [N m/rad] instead of the fr3 config's")
     args = ap.parse_args()
     model = Model.from_robot("panda")
     everything = ["none", "identified fv, fc; fixed band 0.01 rad/s (before)", "identified file as written",
@@ -81,14 +83,18 @@ def main():
     print_table(f"MuJoCo Panda, Cartesian impedance k {K_PUSH:.0f} N/m, flange pushed along x with 5 N then 10 N "
                 "(4 s each), released 2 s", rows, K_PUSH)
     if args.franka:
-        kw = dict(plant=FRANKA, q0=Q_FRANKY, k=300.0, k_rot=10.0, force=9.0, hold=3.0, back=3.0)
+        import yaml
+        task = yaml.safe_load(open(ROOT / "config" / "fr3_cartesian_impedance.yaml"))["/**"]["ros__parameters"][
+            "cartesian_impedance"]["task"]
+        k, k_rot = task["k_pos_x"], task["k_rot_y"] if args.k_rot is None else args.k_rot
+        kw = dict(plant=FRANKA, q0=Q_FRANKY, k=k, k_rot=k_rot, force=9.0, hold=3.0, back=3.0)
         rows = []
         for name, solref in (("sharp", SHARP), ("soft", SOFT)):
             rows += rows_for(model, name, solref, ["none", "identified file as written",
                                                    "the same, friction_stiction 1 (no sensor)",
                                                    "the file, the push measured by an F/T sensor"], **kw)
-        print_table("franky-sim's friction (fr3.xml) on the Panda at franky-sim's start pose, k 300 N/m, k_rot 10, "
-                    "9 N then 18 N (3 s each), released 3 s", rows, 300.0)
+        print_table(f"franky-sim's friction (fr3.xml) on the Panda at franky-sim's start pose, k {k:.0f} N/m, k_rot "
+                    f"{k_rot:g}, 9 N then 18 N (3 s each), released 3 s", rows, k)
 
 
 if __name__ == "__main__":

@@ -605,6 +605,20 @@ class FtSensor:
         self.node.destroy_node()
 
 
+def rest_speed(probe, procs, rest=2.0, window=1.0):
+    """The largest joint speed [rad/s] in the joint states of `window` s of robot time after `rest`
+    more s (issue 43's creep: an arm at rest is below 1e-3 rad/s)."""
+    wait_robot_time(probe, rest, check=procs.check_alive)
+    with probe.lock:
+        t0 = probe.clock
+    probe.clear_logs()
+    wait_robot_time(probe, window, check=procs.check_alive)
+    with probe.lock:
+        v = [r[3] for r in probe.js_log if r[1] is not None and r[1] >= t0]
+    assert len(v) > 10, f"{len(v)} joint states in {window} s of robot time"
+    return float(np.max(np.abs(v)))
+
+
 def push_stiffness(probe, procs, sim, forces=(9.0, 18.0), settle=2.0):
     """Push franky-sim's TCP (fr3_tcp of our model of the published URDF; sim with push=True) along x
     with each of `forces` in turn, then release, each held `settle` s of robot time.  Returns the TCP
