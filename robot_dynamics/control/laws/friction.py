@@ -45,7 +45,8 @@ meets the term:
   gravity left out: the spring and damper's, the posture's).  An arm stuck by its own friction is
   freed by it, but a hand holding the arm off the law's set point meets it as k fc more friction:
   a push feels stiffer (on MuJoCo's soft friction, k 450 N/m: 455 N/m at k 0, 459 at 0.05, 470 at
-  0.2; on franky-sim 313 N/m at 0, 317 at 0.05, 412 at 0.5 for k 300).  Hence the small k written.
+  0.2; on franky-sim 313 N/m at 0, 317 at 0.05, 412 at 0.5 for k 300, k_rot 10).  Hence the small k
+  written.
 - with a sensor (cartesian_impedance with an F/T sensor, State.wrench_source "sensor"), p is the
   law's pull plus the environment's torque J^T w of the measured wrench w, i.e. every torque on the
   joint but its friction, and the fraction is `friction_stiction_sensed` (default 1).  A hand
@@ -53,8 +54,9 @@ meets the term:
   sits where it would without friction, and after the release it returns where the law holds it
   (bench/friction_push.py: the Panda rig, k 450 N/m, the first push +1.3 % and +0.2 % stiff on the
   sharp and soft plants with the sensor at fraction 1, +5.3 % and +24.5 % at 1 without it; a Franka's
-  friction at franky-sim's start pose, k 300 N/m, 9 N: +61 % with the file as written, -1.3 % with
-  the sensor).  The
+  friction at franky-sim's start pose, k 300 N/m, k_rot 10, 9 N: +61 % with the file as written,
+  -1.3 % with the sensor; at k_rot 30 the rotation spring frees the arm itself: -1.5 % without the
+  sensor, doc/identification.md).  The
   tanh's p0 is then the deadband: keep it above the sensor's noise mapped to the joints, or the
   term dithers at rest.  An estimated wrench (wrench_source "observer": from the motor torques) is
   not used for it: it holds the friction too, and p would be the law's pull less itself.
