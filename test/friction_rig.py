@@ -53,15 +53,20 @@ class Plant:
         return np.concatenate([R.T @ w[:3], R.T @ w[3:]])
 
 
-def drive(loop, plant, t0, seconds, until=None, record=None, sensor=False):
+def drive(loop, plant, t0, seconds, until=None, record=None, sensor=False, noise=None):
     """The loop drives the plant for `seconds`: each ms the state (sensor: and the flange's F/T
-    reading), a step, the command held one ms."""
+    reading; noise: (rng, sigma_force [N], sigma_moment [N m]) white noise added to it), a step, the
+    command held one ms."""
     sim = plant.sim
     k0 = int(round(t0 / DT))
     for k in range(k0, k0 + int(round(seconds / DT))):
         now = k * DT
         if sensor:
-            loop.estimation.set_wrench(plant.sensed_wrench(), FLANGE, now)
+            w = plant.sensed_wrench()
+            if noise is not None:
+                rng, sf, sm = noise
+                w = w + np.concatenate([rng.normal(0.0, sf, 3), rng.normal(0.0, sm, 3)])
+            loop.estimation.set_wrench(w, FLANGE, now)
         loop.update_state(sim.q, sim.v, now)
         tau, _ = loop.step(now)
         plant.step(tau)
@@ -95,9 +100,10 @@ def measured_friction(model, joint, speeds, solref=SOFT, plant=None, q0=Q_HOME, 
     return np.array(out)
 
 
-def cartesian_loop(model, friction=None, compensate_gravity=True, k=K_PUSH, k_rot=50.0):
+def cartesian_loop(model, friction=None, compensate_gravity=True, k=K_PUSH, k_rot=50.0, loop_over=None):
     """Cartesian impedance at the flange, k along x (and y, z), the rotation held stiffly; `friction`:
-    the law parameters of the compensation (without the law prefix) or None (none)."""
+    the law parameters of the compensation (without the law prefix) or None (none); loop_over: loop
+    parameters over these (e.g. torque_rate_limit)."""
     law = {"frame": FLANGE, "task.damping_ratio": 1.0, "nullspace_stiffness": [10.0],
            "compensate_gravity": compensate_gravity, **(friction or {})}
     for a in "xyz":
@@ -105,23 +111,35 @@ def cartesian_loop(model, friction=None, compensate_gravity=True, k=K_PUSH, k_ro
         law[f"task.k_rot_{a}"] = k_rot
     loop = ControlLoop.from_params(model, {"controller": "cartesian_impedance", "watchdog_timeout": 0.05,
                                            "torque_rate_limit": 1e5, "ramp_time": 0.0,
-                                           **{f"cartesian_impedance.{key}": v for key, v in law.items()}})
+                                           **{f"cartesian_impedance.{key}": v for key, v in law.items()},
+                                           **(loop_over or {})})
     return loop
 
 
 def push(model, friction=None, solref=SOFT, force=5.0, hold=4.0, back=2.0, settle=1.0, window=0.5, plant=None,
-         k=K_PUSH, k_rot=50.0, q0=Q_HOME, sensor=False):
+         k=K_PUSH, k_rot=50.0, q0=Q_HOME, sensor=False, noise=None, loop_over=None, adds_gravity=False):
     """The issue's experiment: the law holds the flange, it is pushed along x with `force` then 2
     `force`, each held `hold` s, then released (sensor: the loop reads the push from an ideal F/T
     sensor at the flange).  Returns the stiffness from the first push (F / dx),
     from the F -> 2F slope, the distance from the start `back` s after the release [m], and the largest
     joint speed over the last `window` s of each hold and of the release period (creep: the soft
-    friction's slow settling has decayed below 1e-3 rad/s by then; a limit cycle has not)."""
-    plant = Plant(model, solref=solref, plant=plant, q0=q0)
+    friction's slow settling has decayed below 1e-3 rad/s by then; a limit cycle has not), and the
+    arm's largest kinetic energy after the release [J] (the plant's M with its rotor inertia, every
+    10 ms).  noise, loop_over: drive's and cartesian_loop's; adds_gravity: the plant adds g(q) (a
+    Franka's driver) and the law leaves it out, so that a torque-rate limit does not let the arm sag at
+    activation."""
+    plant = Plant(model, solref=solref, plant=plant, q0=q0, adds_gravity=adds_gravity)
     sim = plant.sim
-    loop = cartesian_loop(model, friction, k=k, k_rot=k_rot)
+    loop = cartesian_loop(model, friction, compensate_gravity=not adds_gravity, k=k, k_rot=k_rot,
+                          loop_over=loop_over)
     loop.activate(0.0)
-    t = drive(loop, plant, 0.0, settle, sensor=sensor)
+    t = drive(loop, plant, 0.0, settle, sensor=sensor, noise=noise)
+    arm = np.diag(plant.plant["armature"])
+    ke = [0.0]
+
+    def energy(now, s):
+        if int(round(now / DT)) % 10 == 0:
+            ke.append(0.5 * float(s.v @ (plant.dyn.mass_matrix(s.q) + arm) @ s.v))
     x0 = sim.frame_pose(FLANGE)[1].copy()
     dx, creep = [], []
     for f in (force, 2 * force, 0.0):
@@ -131,12 +149,18 @@ def push(model, friction=None, solref=SOFT, force=5.0, hold=4.0, back=2.0, settl
             sim.clear_wrench()
         span = hold if f else back
         speeds = []
-        t = drive(loop, plant, t, span, sensor=sensor,
-                  record=lambda now, s, t_end=t + span: speeds.append(np.abs(s.v)) if now >= t_end - window else None)
+
+        def record(now, s, t_end=t + span, released=not f):
+            if now >= t_end - window:
+                speeds.append(np.abs(s.v))
+            if released:
+                energy(now, s)
+        t = drive(loop, plant, t, span, sensor=sensor, noise=noise, record=record)
         dx.append(sim.frame_pose(FLANGE)[1] - x0)
         creep.append(float(np.max(speeds)))
     return {"k_single": force / dx[0][0], "k_slope": force / (dx[1][0] - dx[0][0]),
-            "back": float(np.linalg.norm(dx[2])), "creep": max(creep), "creep_each": creep}
+            "back": float(np.linalg.norm(dx[2])), "creep": max(creep), "creep_each": creep,
+            "pushed": float(np.linalg.norm(dx[1])), "ke_release": max(ke)}
 
 
 def identify(model, solref=SOFT, adds_gravity=False, params=None, plant=None):

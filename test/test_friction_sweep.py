@@ -1,0 +1,99 @@
+"""Friction compensation that stays passive whatever the combination (issue 43's "never injects
+energy", swept as issue 41's safety matrix is): in process on the MuJoCo Panda of test/friction_rig.py
+at 1 kHz, over what a user configures together: the plant (franky-sim's joint friction at its start
+pose, or the rig's own at the home pose; MuJoCo's soft or sharp friction loss), the Cartesian gains
+(k 100-1000 N/m, k_rot 5-60 N m/rad), the torque-rate limit (200-5000 N m/s), the compensation's model
+(fc 90-100 % and fv 80-100 % of the plant's, each joint's velocity scale 1-3 x the one the loop's
+identification finds on that plant), the stiction
+fraction without a sensor (0-0.1) and with one (0-1), its deadband p0 (0.01-0.2 N m), and an F/T
+sensor at the flange or none, with white noise on its reading (up to 0.3 N, 0.03 N m).
+
+The plant adds gravity itself (a Franka's driver; the law leaves it out, as the fr3 configs do), so the
+arm does not sag while a slow torque-rate limit ramps the law in.  Each case pushes the flange along x
+(F, then 2 F), releases it, and is judged on the plant (MuJoCo's state): after the release the arm's
+kinetic energy never exceeds that of the same law releasing the same push on the plant without any
+friction or damping (the ideal arm: a compensation that is at most the plant's friction leaves the rest
+dissipative; compensating 1.3 x the model's dry friction fails it), the arm goes back toward where the
+law holds it (no farther than the push took it), and it comes to rest: no joint faster than REST over
+the last 0.5 s of the 3 s after the release (a creep or a limit cycle is not at rest).
+
+Not swept: a velocity scale below the plant's.  A band narrower than the one the plant's friction
+rises over over-compensates near rest, which is negative damping (control/laws/friction.py): drawn
+from 0.002 rad/s up on MuJoCo's soft friction (where the identification finds up to 0.027 at the
+wrist), a case cycled at 0.13 rad/s after the release.  The identified scale is what to use.
+"""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("mujoco")
+
+from friction_rig import FRANKA, PLANT, Q_FRANKY, Q_HOME, SHARP, SOFT, identify, push  # noqa: E402
+
+from robot_dynamics.dynamics import Model  # noqa: E402
+
+REST = 2e-3                 # rad/s: every joint at the end (the issue's 1e-3 at rest, twice for the noise)
+KE_MARGIN = (1.05, 0.005)   # the ideal arm's peak kinetic energy x 1.05 + 5 mJ
+
+
+@pytest.fixture(scope="module")
+def model():
+    return Model.from_robot("panda")
+
+
+@pytest.fixture(scope="module")
+def bands(model):
+    """Each joint's velocity scale the loop's identification finds, per plant and friction softness."""
+    out = {}
+    for name, plant in (("franka", FRANKA), ("rig", PLANT)):
+        for solref in (SHARP, SOFT):
+            run = identify(model, solref, plant=plant)
+            assert run.ok, run.message
+            out[name, solref] = np.asarray(run.bands, float)
+    return out
+
+
+@st.composite
+def cases(draw):
+    franka = draw(st.booleans())
+    plant, q0 = (FRANKA, Q_FRANKY) if franka else (PLANT, Q_HOME)
+    name = "franka" if franka else "rig"
+    solref = draw(st.sampled_from([SHARP, SOFT]))
+    k = draw(st.floats(100.0, 1000.0))
+    k_rot = draw(st.floats(5.0, 60.0))
+    force = 0.01 * k * draw(st.floats(0.3, 1.0))     # 2 F within 2 cm: inside the law's pose error clip
+    sensor = draw(st.booleans())
+    noise = (draw(st.floats(0.0, 0.3)), draw(st.floats(0.0, 0.03))) if sensor else None
+    fr = {"friction_compensation": True,
+          "friction_coulomb": list(plant["friction"] * draw(st.floats(0.9, 1.0))),
+          "friction_viscous": list(plant["damping"] * draw(st.floats(0.8, 1.0))),
+          "vs_scale": draw(st.floats(1.0, 3.0)),
+          "friction_stiction": draw(st.floats(0.0, 0.1)),
+          "friction_stiction_sensed": draw(st.floats(0.0, 1.0)),
+          "friction_stiction_torque": draw(st.floats(0.01, 0.2))}
+    rate = draw(st.floats(200.0, 5000.0))
+    return dict(name=name, plant=plant, q0=q0, solref=solref, k=k, k_rot=k_rot, force=force, sensor=sensor,
+                noise=noise, friction=fr, rate=rate)
+
+
+@pytest.mark.slow                               # 12 cases, two closed-loop MuJoCo runs each
+@settings(max_examples=12, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture])
+@given(cases())
+def test_the_compensation_injects_no_energy_and_the_released_arm_comes_to_rest(model, bands, case):
+    c = case
+    fr = dict(c["friction"])
+    fr["friction_velocity_scale"] = list(fr.pop("vs_scale") * bands[c["name"], c["solref"]])
+    kw = dict(force=c["force"], hold=2.0, back=3.0, settle=0.5, k=c["k"], k_rot=c["k_rot"], q0=c["q0"],
+              loop_over={"torque_rate_limit": c["rate"]}, adds_gravity=True)
+    ideal = push(model, None, solref=c["solref"], plant={**c["plant"], "friction": np.zeros(7),
+                                                         "damping": np.zeros(7)}, **kw)
+    rng = np.random.default_rng(7)
+    noise = None if c["noise"] is None else (rng, *c["noise"])
+    r = push(model, fr, solref=c["solref"], plant=c["plant"], sensor=c["sensor"], noise=noise, **kw)
+    what = {**{key: val for key, val in c.items() if key not in ("plant", "friction")}, **fr}
+    assert r["ke_release"] <= KE_MARGIN[0] * ideal["ke_release"] + KE_MARGIN[1], (what, r, ideal)
+    assert r["back"] <= r["pushed"] + 1e-5, (what, r)
+    assert r["creep_each"][-1] < REST, (what, r)
