@@ -50,8 +50,8 @@ SENSED_PUSH_TOL = 0.05    # relative: the first push and the slope with the push
 # (bench/franka_push.py --inertial --sensor, the shipped k_rot 10; two runs the same to 1 N/m): the first
 # push (the 5 %; measured 313 N/m, +4.3 %, here 6 % for the run-to-run spread under load),
 # SLOPE_TOL the slope (the 3 %; measured +0.3 %), SENSED_BACK_TOL 2 s after the release (measured
-# 1.30 mm: the 1 mm not reached, the law's own return at this pose; without friction compensation
-# 7.4 mm), CREEP_TOL the largest joint speed 4-5 s after it (the 1e-3 rad/s; measured 3.7e-4, the
+# 1.30 mm: the 1 mm not reached, doc/identification.md "What is left"; without friction
+# compensation 7.4 mm), CREEP_TOL the largest joint speed 4-5 s after it (the 1e-3 rad/s; measured 3.7e-4, the
 # URDF alone creeps at 1.9e-3)
 ALL_BASE_SINGLE_TOL = 0.06
 SLOPE_TOL = 0.03
