@@ -124,7 +124,7 @@ def push(model, friction=None, solref=SOFT, force=5.0, hold=4.0, back=2.0, settl
     from the F -> 2F slope, the distance from the start `back` s after the release [m], and the largest
     joint speed over the last `window` s of each hold and of the release period (creep: the soft
     friction's slow settling has decayed below 1e-3 rad/s by then; a limit cycle has not), and the
-    arm's largest kinetic energy after the release [J] (the plant's M with its rotor inertia, every
+    arm's largest kinetic energy after the release [J] (MuJoCo's M, the rotor inertia in it, every
     10 ms).  noise, loop_over: drive's and cartesian_loop's; adds_gravity: the plant adds g(q) (a
     Franka's driver) and the law leaves it out, so that a torque-rate limit does not let the arm sag at
     activation."""
@@ -134,12 +134,11 @@ def push(model, friction=None, solref=SOFT, force=5.0, hold=4.0, back=2.0, settl
                           loop_over=loop_over)
     loop.activate(0.0)
     t = drive(loop, plant, 0.0, settle, sensor=sensor, noise=noise)
-    arm = np.diag(plant.plant["armature"])
     ke = [0.0]
 
     def energy(now, s):
         if int(round(now / DT)) % 10 == 0:
-            ke.append(0.5 * float(s.v @ (plant.dyn.mass_matrix(s.q) + arm) @ s.v))
+            ke.append(0.5 * float(s.v @ s.mass_matrix(s.q) @ s.v))
     x0 = sim.frame_pose(FLANGE)[1].copy()
     dx, creep = [], []
     for f in (force, 2 * force, 0.0):
