@@ -134,3 +134,68 @@ def test_controller_publishes_safe_command_on_double_sigint(tmp_path):
         node.destroy_node()
         rclpy.try_shutdown()
         end(sim, [signal.SIGINT])
+
+
+HANG_SCRIPT = '''
+import ctypes, sys
+from rclpy.node import Node
+from robot_dynamics.nodes.runner import run
+
+WHERE = sys.argv[1]
+
+
+def hang_holding_the_gil(where):
+    # a C call made through PyDLL keeps the interpreter lock for its whole duration, as a middleware
+    # destructor blocked inside a binding does: no other Python thread runs meanwhile
+    print(f"hanging in {where}", flush=True)
+    ctypes.PyDLL(None).sleep(600)
+
+
+class HangingNode(Node):
+    def destroy_node(self):
+        if WHERE == "destroy_node":
+            hang_holding_the_gil("destroy_node")
+        return super().destroy_node()
+
+
+def on_exit(node):
+    if WHERE == "on_exit":
+        hang_holding_the_gil("on_exit")
+
+
+def factory():
+    node = HangingNode("hang_probe")
+    print("spinning", flush=True)
+    return node
+
+
+sys.exit(run(factory, on_exit=on_exit, exit_process=True, exit_grace=3.0))
+'''
+
+
+@pytest.mark.parametrize("where,code", [("destroy_node", 0), ("on_exit", 1)])
+def test_shutdown_hung_holding_the_gil_still_ends(tmp_path, where, code):
+    """A clean-up blocked in a C call that holds the interpreter lock (the hang a CI run saw: the
+    controller outlived SIGINT, SIGTERM and runner's 12 s Python watchdog, SIGKILLed by ros2 launch)
+    still ends the process: the kernel-timer backstop fires exit_grace + 1 s after the signal, with
+    exit code 0 once on_exit (the safe command) has returned and 1 before, after a stack dump that
+    names the hung function.  Without the backstop the process lives the 600 s of the hang (the Python
+    watchdog never gets the lock), and end() times out."""
+    script = tmp_path / "hang_node.py"
+    script.write_text(HANG_SCRIPT)
+    env = dict(os.environ, PYTHONUNBUFFERED="1", RCUTILS_LOGGING_BUFFERED_STREAM="0")
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    log_path = tmp_path / "node.log"
+    log = open(log_path, "w")
+    p = subprocess.Popen([sys.executable, str(script), where], stdout=log, stderr=subprocess.STDOUT,
+                         env=env, cwd=str(ROOT), start_new_session=True, preexec_fn=_default_sigint)
+    p.log, p.log_path = log, log_path
+    wait_for(p, "spinning")
+    try:
+        os.killpg(p.pid, signal.SIGINT)
+        wait_for(p, f"hanging in {where}")
+        rc = p.wait(EXIT_TIMEOUT)
+    finally:
+        rc, out = end(p, [])
+    assert rc == code, f"exit code {rc}:\n{out[-3000:]}"
+    assert "most recent call first" in out and "hang_holding_the_gil" in out, out[-3000:]
