@@ -9,7 +9,8 @@ then 2F, each held 4 s, then released.  ROS-free, in process.
 
 Per row: stiffness from the F -> 2F slope and from the first push alone, the flange's distance from
 its start 2 s after the release, the fastest joint over the last 0.5 s of each hold and of the release
-(creep); compensations: none, the identified fv and fc with the fixed 0.01 rad/s band at full size (the
+(creep); compensations (each file row with the file's rotor inertia, `armature`, in the law's model as
+the nodes load it; the row "none" is the URDF alone): none, the identified fv and fc with the fixed 0.01 rad/s band at full size (the
 file as written before issue 43), the file as written now (identified velocity scale, band margin 1.5,
 stiction 0.05), that without the stiction term, the full stiction (1) along the law's pull alone, and
 the file with the push measured by an F/T sensor at the flange (friction_stiction_sensed 1: the
@@ -17,7 +18,8 @@ stiction along the law's pull plus J^T of the measured wrench).
 
 --franka: franky-sim's joint friction, damping and rotor inertia (its fr3.xml) on the same Panda
 model, at franky-sim's start pose, with config/fr3_cartesian_impedance.yaml's gains (read from it: k
-300 N/m, k_rot 10 N m/rad; --k-rot to compare another), 9 N then 18 N, each held 3 s, released 3 s.
+300 N/m, k_rot 10 N m/rad; --k-rot to compare another), 9 N then 18 N, each held 3 s, released 2 s
+(creep at rest: the release's over 4.5-5 s after it).
 """
 import argparse
 import sys
@@ -29,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test"))
 
-from friction_rig import FRANKA, K_PUSH, Q_FRANKY, SHARP, SOFT, identify, law_friction, push  # noqa: E402
+from friction_rig import FRANKA, K_PUSH, Q_FRANKY, SHARP, SOFT, file_loop, identify, law_friction, push  # noqa: E402
 
 from robot_dynamics.dynamics import Model  # noqa: E402
 
@@ -50,7 +52,8 @@ def rows_for(model, name, solref, cases, **kw):
              "the file, the push measured by an F/T sensor": (fr, True)}
     for label in cases:
         f, sensor = table[label]
-        r = push(model, f, solref=solref, sensor=sensor, **kw)
+        # a file's row loads all of it: the laws' friction and the rotor inertia (the loop's armature)
+        r = push(model, f, solref=solref, sensor=sensor, loop_over=None if f is None else file_loop(run.params), **kw)
         out.append((name, label, r))
         print(f"  {label}: {r}", flush=True)
     return out
@@ -87,14 +90,14 @@ def main():
         task = yaml.safe_load(open(ROOT / "config" / "fr3_cartesian_impedance.yaml"))["/**"]["ros__parameters"][
             "cartesian_impedance"]["task"]
         k, k_rot = task["k_pos_x"], task["k_rot_y"] if args.k_rot is None else args.k_rot
-        kw = dict(plant=FRANKA, q0=Q_FRANKY, k=k, k_rot=k_rot, force=9.0, hold=3.0, back=3.0)
+        kw = dict(plant=FRANKA, q0=Q_FRANKY, k=k, k_rot=k_rot, force=9.0, hold=3.0, back=2.0, rest=3.0)
         rows = []
         for name, solref in (("sharp", SHARP), ("soft", SOFT)):
             rows += rows_for(model, name, solref, ["none", "identified file as written",
                                                    "the same, friction_stiction 1 (no sensor)",
                                                    "the file, the push measured by an F/T sensor"], **kw)
         print_table(f"franky-sim's friction (fr3.xml) on the Panda at franky-sim's start pose, k {k:.0f} N/m, k_rot "
-                    f"{k_rot:g}, 9 N then 18 N (3 s each), released 3 s", rows, k)
+                    f"{k_rot:g}, 9 N then 18 N (3 s each), released 2 s", rows, k)
 
 
 if __name__ == "__main__":

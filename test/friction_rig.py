@@ -8,6 +8,8 @@ whose slope b scales with the joint's inertia (at the light wrist it reaches fc 
 rad/s), 0.002 s (the smallest at a 1 ms step) ten times steeper.  `adds_gravity`: the plant adds g(q)
 at the state each command is applied at (a Franka's driver), so the loop sends commands without it.
 """
+import copy
+
 import numpy as np
 
 from robot_dynamics.control import ControlLoop
@@ -103,7 +105,10 @@ def measured_friction(model, joint, speeds, solref=SOFT, plant=None, q0=Q_HOME, 
 def cartesian_loop(model, friction=None, compensate_gravity=True, k=K_PUSH, k_rot=50.0, loop_over=None):
     """Cartesian impedance at the flange, k along x (and y, z), the rotation held stiffly; `friction`:
     the law parameters of the compensation (without the law prefix) or None (none); loop_over: loop
-    parameters over these (e.g. torque_rate_limit)."""
+    parameters over these (e.g. torque_rate_limit; armature: the loop sets it on its model, here a copy
+    of `model`, so that it stays the caller's)."""
+    if loop_over and loop_over.get("armature") is not None:
+        model = copy.deepcopy(model)
     law = {"frame": FLANGE, "task.damping_ratio": 1.0, "nullspace_stiffness": [10.0],
            "compensate_gravity": compensate_gravity, **(friction or {})}
     for a in "xyz":
@@ -117,7 +122,7 @@ def cartesian_loop(model, friction=None, compensate_gravity=True, k=K_PUSH, k_ro
 
 
 def push(model, friction=None, solref=SOFT, force=5.0, hold=4.0, back=2.0, settle=1.0, window=0.5, plant=None,
-         k=K_PUSH, k_rot=50.0, q0=Q_HOME, sensor=False, noise=None, loop_over=None, adds_gravity=False):
+         k=K_PUSH, k_rot=50.0, q0=Q_HOME, sensor=False, noise=None, loop_over=None, adds_gravity=False, rest=0.0):
     """The issue's experiment: the law holds the flange, it is pushed along x with `force` then 2
     `force`, each held `hold` s, then released (sensor: the loop reads the push from an ideal F/T
     sensor at the flange).  Returns the stiffness from the first push (F / dx),
@@ -127,7 +132,8 @@ def push(model, friction=None, solref=SOFT, force=5.0, hold=4.0, back=2.0, settl
     arm's largest kinetic energy after the release [J] (MuJoCo's M, the rotor inertia in it, every
     10 ms).  noise, loop_over: drive's and cartesian_loop's; adds_gravity: the plant adds g(q) (a
     Franka's driver) and the law leaves it out, so that a torque-rate limit does not let the arm sag at
-    activation."""
+    activation; rest > 0: the release's creep is taken over the last `window` s of `rest` more s after
+    `back` (an arm still going back at `back` is not creeping)."""
     plant = Plant(model, solref=solref, plant=plant, q0=q0, adds_gravity=adds_gravity)
     sim = plant.sim
     loop = cartesian_loop(model, friction, compensate_gravity=not adds_gravity, k=k, k_rot=k_rot,
@@ -141,6 +147,15 @@ def push(model, friction=None, solref=SOFT, force=5.0, hold=4.0, back=2.0, settl
             ke.append(0.5 * float(s.v @ s.mass_matrix(s.q) @ s.v))
     x0 = sim.frame_pose(FLANGE)[1].copy()
     dx, creep = [], []
+
+    def recorder(speeds, t_end, released):
+        def record(now, s):
+            if now >= t_end - window:
+                speeds.append(np.abs(s.v))
+            if released:
+                energy(now, s)
+        return record
+
     for f in (force, 2 * force, 0.0):
         if f:
             sim.apply_wrench(FLANGE, np.array([f, 0, 0, 0, 0, 0]))
@@ -148,14 +163,11 @@ def push(model, friction=None, solref=SOFT, force=5.0, hold=4.0, back=2.0, settl
             sim.clear_wrench()
         span = hold if f else back
         speeds = []
-
-        def record(now, s, t_end=t + span, released=not f):
-            if now >= t_end - window:
-                speeds.append(np.abs(s.v))
-            if released:
-                energy(now, s)
-        t = drive(loop, plant, t, span, sensor=sensor, noise=noise, record=record)
+        t = drive(loop, plant, t, span, sensor=sensor, noise=noise, record=recorder(speeds, t + span, not f))
         dx.append(sim.frame_pose(FLANGE)[1] - x0)
+        if not f and rest > 0.0:
+            speeds = []
+            t = drive(loop, plant, t, rest, sensor=sensor, noise=noise, record=recorder(speeds, t + rest, True))
         creep.append(float(np.max(speeds)))
     return {"k_single": force / dx[0][0], "k_slope": force / (dx[1][0] - dx[0][0]),
             "back": float(np.linalg.norm(dx[2])), "creep": max(creep), "creep_each": creep,
@@ -181,6 +193,12 @@ def identify(model, solref=SOFT, adds_gravity=False, params=None, plant=None):
     while not run.done:
         t = drive(loop, p, t, 0.05)
     return run
+
+
+def file_loop(params):
+    """The loop parameter of an identification's parameters (the file as written) beside the laws'
+    friction: the rotor inertia (`armature`), which the law's mass matrix and damping design take."""
+    return {"armature": list(params["armature"])}
 
 
 def law_friction(params, law="cartesian_impedance"):

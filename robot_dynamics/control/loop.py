@@ -81,7 +81,9 @@ class ControlLoop:
     def from_params(cls, model, params=None, log=None, counts=None, labels=None):
         """Build from a flat parameter dict (see the module docstring).  `counts`: a dict-like counter
         to share (the node's, which lives across reconfigurations); `labels`: names of the inputs used
-        in log lines, {'joint_states': '/joint_states', 'wrench': '/ft_sensor/wrench'}."""
+        in log lines, {'joint_states': '/joint_states', 'wrench': '/ft_sensor/wrench'}.  The loop takes
+        `model` as its own: the `armature` parameter is set on it (and payloads are attached to it), so
+        build each loop its own model (the nodes do; a test that shares one between loops copies it)."""
         return cls(model, params, log, counts, labels)
 
     def __init__(self, model, params=None, log=None, counts=None, labels=None):

@@ -34,7 +34,7 @@ compensated as identified.
 
 Stiction at rest (`friction_stiction` k in [0, 1], default 0; the identification writes 0.05): a
 velocity-sign model gives nothing at rest (tanh(0) = 0), so an arm released after a push stops where
-the law's spring no longer beats the static friction (1.2 mm at the flange on the sharp MuJoCo plant,
+the law's spring no longer beats the static friction (1.1 mm at the flange on the sharp MuJoCo plant,
 k 450 N/m).  At rest the dry term gets k fc along the pull p, fading as the joint slides:
 
     fc [sat(v) + k (1 - |sat(v)|) tanh(p / p0)],     p0 = friction_stiction_torque
@@ -44,19 +44,20 @@ meets the term:
 - without a measurement of the environment's torque, p is the law's own pull (its torque with
   gravity left out: the spring and damper's, the posture's).  An arm stuck by its own friction is
   freed by it, but a hand holding the arm off the law's set point meets it as k fc more friction:
-  a push feels stiffer (on MuJoCo's soft friction, k 450 N/m: 455 N/m at k 0, 459 at 0.05, 470 at
-  0.2; on franky-sim 313 N/m at 0, 317 at 0.05, 412 at 0.5 for k 300, k_rot 10).  Hence the small k
-  written.
+  a push feels stiffer (on MuJoCo's soft friction, k 450 N/m: 463 N/m at k 0, 465 at 0.05, 469 at
+  0.1, 564 at 1; on franky-sim 313 N/m at 0, 314 at 0.05, 393 at 0.1 for k 300, k_rot 10, where the
+  arm then stalls rotated).  Hence the small k written, which frees neither arm measurably: the
+  sharp plant's release stops 1.15 mm off at 0.05 as at 0, 0.31 mm at 0.1.
 - with a sensor (cartesian_impedance with an F/T sensor, State.wrench_source "sensor"), p is the
   law's pull plus the environment's torque J^T w of the measured wrench w, i.e. every torque on the
   joint but its friction, and the fraction is `friction_stiction_sensed` (default 1).  A hand
   pushing the arm is measured, so the term pulls toward where law and hand balance; the arm at rest
   sits where it would without friction, and after the release it returns where the law holds it
-  (bench/friction_push.py: the Panda rig, k 450 N/m, the first push +1.3 % and +0.2 % stiff on the
-  sharp and soft plants with the sensor at fraction 1, +5.3 % and +24.5 % at 1 without it; a Franka's
-  friction at franky-sim's start pose, k 300 N/m, k_rot 10, 9 N: +61 % with the file as written,
-  -1.3 % with the sensor; at k_rot 30 the rotation spring frees the arm itself: -1.5 % without the
-  sensor, doc/identification.md).  The
+  (bench/friction_push.py: the Panda rig, k 450 N/m, the first push +2.7 % and +0.5 % stiff on the
+  sharp and soft plants with the sensor at fraction 1, +6.6 % and +25.3 % at 1 without it; a Franka's
+  friction at franky-sim's start pose, k 300 N/m, k_rot 10, 9 N: +64 % with the file as written,
+  +1.2 % with the sensor; at k_rot 30 the rotation spring frees the arm itself, doc/identification.md).
+  The
   tanh's p0 is then the deadband: keep it above the sensor's noise mapped to the joints, or the
   term dithers at rest.  An estimated wrench (wrench_source "observer": from the motor torques) is
   not used for it: it holds the friction too, and p would be the law's pull less itself.
