@@ -5,8 +5,9 @@ pose, or the rig's own at the home pose; MuJoCo's soft or sharp friction loss), 
 (k 100-1000 N/m, k_rot 5-60 N m/rad), the torque-rate limit (200-5000 N m/s), the compensation's model
 (fc 90-100 % and fv 80-100 % of the plant's, each joint's velocity scale 1-3 x the one the loop's
 identification finds on that plant), the stiction
-fraction without a sensor (0-0.1) and with one (0-1), its deadband p0 (0.01-0.2 N m), and an F/T
-sensor at the flange or none, with white noise on its reading (up to 0.3 N, 0.03 N m).
+fraction without a sensor (0-0.1) and with one (0-1), its deadband p0 (0.01-0.2 N m), an F/T sensor at
+the flange or none, with white noise on its reading (up to 0.3 N, 0.03 N m), and the rotor inertia in
+the law's model (the file's `armature`, within 5 % of the plant's) or not (the URDF alone).
 
 The plant adds gravity itself (a Franka's driver; the law leaves it out, as the fr3 configs do), so the
 arm does not sag while a slow torque-rate limit ramps the law in.  Each case pushes the flange along x
@@ -73,8 +74,10 @@ def cases(draw):
           "friction_stiction_sensed": draw(st.floats(0.0, 1.0)),
           "friction_stiction_torque": draw(st.floats(0.01, 0.2))}
     rate = draw(st.floats(200.0, 5000.0))
+    # the law's model with the rotor inertia (the file's armature, within 5 %) or without (the URDF alone)
+    armature = list(plant["armature"] * draw(st.floats(0.95, 1.05))) if draw(st.booleans()) else None
     return dict(name=name, plant=plant, q0=q0, solref=solref, k=k, k_rot=k_rot, force=force, sensor=sensor,
-                noise=noise, friction=fr, rate=rate)
+                noise=noise, friction=fr, rate=rate, armature=armature)
 
 
 @pytest.mark.slow                               # 12 cases, two closed-loop MuJoCo runs each
@@ -87,7 +90,7 @@ def test_the_compensation_injects_no_energy_and_the_released_arm_comes_to_rest(m
     fr = dict(c["friction"])
     fr["friction_velocity_scale"] = list(fr.pop("vs_scale") * bands[c["name"], c["solref"]])
     kw = dict(force=c["force"], hold=2.0, back=3.0, settle=0.5, k=c["k"], k_rot=c["k_rot"], q0=c["q0"],
-              loop_over={"torque_rate_limit": c["rate"]}, adds_gravity=True)
+              loop_over={"torque_rate_limit": c["rate"], "armature": c["armature"]}, adds_gravity=True)
     ideal = push(model, None, solref=c["solref"], plant={**c["plant"], "friction": np.zeros(7),
                                                          "damping": np.zeros(7)}, **kw)
     rng = np.random.default_rng(7)
