@@ -33,8 +33,8 @@ K_PUSH = 450.0                     # N/m along x, the issue's Cartesian stiffnes
 class Plant:
     """MujocoSim plus the driver: step(command) applies command (+ g(q) at the present state)."""
 
-    def __init__(self, model, solref=SOFT, adds_gravity=False, plant=None, q0=Q_HOME):
-        self.plant = dict(PLANT if plant is None else plant)
+    def __init__(self, model, solref=SOFT, adds_gravity=False, plant=None, q0=Q_HOME, frame=FLANGE):
+        self.plant, self.frame = dict(PLANT if plant is None else plant), frame
         self.sim = MujocoSim(model, limits=False, integrator="implicitfast", **self.plant)
         self.sim.m.dof_solref[:] = [solref, 1.0]
         self.sim.reset(q0)
@@ -48,10 +48,10 @@ class Plant:
         self.sim.step(tau)
 
     def sensed_wrench(self):
-        """What an ideal F/T sensor at the flange reads: the wrench the rig applies there (the push),
-        in the flange's axes."""
-        w = self.sim._wrench.get(FLANGE, (None, np.zeros(6)))[1]
-        R = self.sim.frame_pose(FLANGE)[0]
+        """What an ideal F/T sensor at the pushed frame (the flange) reads: the wrench the rig applies
+        there (the push), in the frame's axes."""
+        w = self.sim._wrench.get(self.frame, (None, np.zeros(6)))[1]
+        R = self.sim.frame_pose(self.frame)[0]
         return np.concatenate([R.T @ w[:3], R.T @ w[3:]])
 
 
@@ -68,7 +68,7 @@ def drive(loop, plant, t0, seconds, until=None, record=None, sensor=False, noise
             if noise is not None:
                 rng, sf, sm = noise
                 w = w + np.concatenate([rng.normal(0.0, sf, 3), rng.normal(0.0, sm, 3)])
-            loop.estimation.set_wrench(w, FLANGE, now)
+            loop.estimation.set_wrench(w, plant.frame, now)
         loop.update_state(sim.q, sim.v, now)
         tau, _ = loop.step(now)
         plant.step(tau)
@@ -102,14 +102,15 @@ def measured_friction(model, joint, speeds, solref=SOFT, plant=None, q0=Q_HOME, 
     return np.array(out)
 
 
-def cartesian_loop(model, friction=None, compensate_gravity=True, k=K_PUSH, k_rot=50.0, loop_over=None):
+def cartesian_loop(model, friction=None, compensate_gravity=True, k=K_PUSH, k_rot=50.0, loop_over=None,
+                   frame=FLANGE):
     """Cartesian impedance at the flange, k along x (and y, z), the rotation held stiffly; `friction`:
     the law parameters of the compensation (without the law prefix) or None (none); loop_over: loop
     parameters over these (e.g. torque_rate_limit; armature: the loop sets it on its model, here a copy
     of `model`, so that it stays the caller's)."""
     if loop_over and loop_over.get("armature") is not None:
         model = copy.deepcopy(model)
-    law = {"frame": FLANGE, "task.damping_ratio": 1.0, "nullspace_stiffness": [10.0],
+    law = {"frame": frame, "task.damping_ratio": 1.0, "nullspace_stiffness": [10.0],
            "compensate_gravity": compensate_gravity, **(friction or {})}
     for a in "xyz":
         law[f"task.k_pos_{a}"] = k
@@ -122,7 +123,8 @@ def cartesian_loop(model, friction=None, compensate_gravity=True, k=K_PUSH, k_ro
 
 
 def push(model, friction=None, solref=SOFT, force=5.0, hold=4.0, back=2.0, settle=1.0, window=0.5, plant=None,
-         k=K_PUSH, k_rot=50.0, q0=Q_HOME, sensor=False, noise=None, loop_over=None, adds_gravity=False, rest=0.0):
+         k=K_PUSH, k_rot=50.0, q0=Q_HOME, sensor=False, noise=None, loop_over=None, adds_gravity=False, rest=0.0,
+         frame=FLANGE, trace=()):
     """The issue's experiment: the law holds the flange, it is pushed along x with `force` then 2
     `force`, each held `hold` s, then released (sensor: the loop reads the push from an ideal F/T
     sensor at the flange).  Returns the stiffness from the first push (F / dx),
@@ -133,11 +135,13 @@ def push(model, friction=None, solref=SOFT, force=5.0, hold=4.0, back=2.0, settl
     10 ms).  noise, loop_over: drive's and cartesian_loop's; adds_gravity: the plant adds g(q) (a
     Franka's driver) and the law leaves it out, so that a torque-rate limit does not let the arm sag at
     activation; rest > 0: the release's creep is taken over the last `window` s of `rest` more s after
-    `back` (an arm still going back at `back` is not creeping)."""
-    plant = Plant(model, solref=solref, plant=plant, q0=q0, adds_gravity=adds_gravity)
+    `back` (an arm still going back at `back` is not creeping); frame: the pushed and controlled frame
+    (the Panda's flange; fr3_model()'s TCP); trace: times [s] after the release (within `back`) at
+    which the frame's distance from the start is also returned, as "trace" [m]."""
+    plant = Plant(model, solref=solref, plant=plant, q0=q0, adds_gravity=adds_gravity, frame=frame)
     sim = plant.sim
     loop = cartesian_loop(model, friction, compensate_gravity=not adds_gravity, k=k, k_rot=k_rot,
-                          loop_over=loop_over)
+                          loop_over=loop_over, frame=frame)
     loop.activate(0.0)
     t = drive(loop, plant, 0.0, settle, sensor=sensor, noise=noise)
     ke = [0.0]
@@ -145,33 +149,39 @@ def push(model, friction=None, solref=SOFT, force=5.0, hold=4.0, back=2.0, settl
     def energy(now, s):
         if int(round(now / DT)) % 10 == 0:
             ke.append(0.5 * float(s.v @ s.mass_matrix(s.q) @ s.v))
-    x0 = sim.frame_pose(FLANGE)[1].copy()
+    x0 = sim.frame_pose(frame)[1].copy()
+    marks = {int(round(tm / DT)) for tm in trace}
+    traced = []
     dx, creep = [], []
 
-    def recorder(speeds, t_end, released):
+    def recorder(speeds, t_end, released, k_release=None):
         def record(now, s):
             if now >= t_end - window:
                 speeds.append(np.abs(s.v))
             if released:
                 energy(now, s)
+            # the state after the step that started at `now` is (k + 1) DT from the release's start
+            if k_release is not None and int(round(now / DT)) + 1 - k_release in marks:
+                traced.append(float(np.linalg.norm(s.frame_pose(frame)[1] - x0)))
         return record
 
     for f in (force, 2 * force, 0.0):
         if f:
-            sim.apply_wrench(FLANGE, np.array([f, 0, 0, 0, 0, 0]))
+            sim.apply_wrench(frame, np.array([f, 0, 0, 0, 0, 0]))
         else:
             sim.clear_wrench()
         span = hold if f else back
         speeds = []
-        t = drive(loop, plant, t, span, sensor=sensor, noise=noise, record=recorder(speeds, t + span, not f))
-        dx.append(sim.frame_pose(FLANGE)[1] - x0)
+        t = drive(loop, plant, t, span, sensor=sensor, noise=noise,
+                  record=recorder(speeds, t + span, not f, None if f else int(round(t / DT))))
+        dx.append(sim.frame_pose(frame)[1] - x0)
         if not f and rest > 0.0:
             speeds = []
             t = drive(loop, plant, t, rest, sensor=sensor, noise=noise, record=recorder(speeds, t + rest, True))
         creep.append(float(np.max(speeds)))
     return {"k_single": force / dx[0][0], "k_slope": force / (dx[1][0] - dx[0][0]),
             "back": float(np.linalg.norm(dx[2])), "creep": max(creep), "creep_each": creep,
-            "pushed": float(np.linalg.norm(dx[1])), "ke_release": max(ke)}
+            "pushed": float(np.linalg.norm(dx[1])), "ke_release": max(ke), "trace": traced}
 
 
 def identify(model, solref=SOFT, adds_gravity=False, params=None, plant=None):
@@ -193,6 +203,21 @@ def identify(model, solref=SOFT, adds_gravity=False, params=None, plant=None):
     while not run.done:
         t = drive(loop, p, t, 0.05)
     return run
+
+
+def fr3_model():
+    """The model the Franka bridge builds for franky-sim's arm (its FR3 URDF, the end effector and TCP
+    franky-sim reports: 0.73 kg, F_T_EE 0.1034 m along z turned -45 deg), and the TCP frame's name."""
+    from franky_sim.urdf import FR3_URDF
+
+    from robot_dynamics.hardware.franka import prepare_urdf
+    tcp = np.eye(4)
+    c, s = np.cos(-np.pi / 4), np.sin(-np.pi / 4)
+    tcp[:2, :2] = [[c, -s], [s, c]]
+    tcp[2, 3] = 0.1034
+    ee = (0.73, np.array([-0.01, 0.0, 0.03]), np.diag([0.001, 0.0025, 0.0017]))
+    urdf, _ = prepare_urdf(FR3_URDF, [f"fr3_joint{i}" for i in range(1, 8)], ee=ee, tcp=tcp, prefix="fr3_")
+    return Model.from_urdf_string(urdf), "fr3_tcp"
 
 
 def file_loop(params):
