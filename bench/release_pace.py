@@ -12,7 +12,9 @@ Panda's flange (test/friction_rig.py's rig) and the FR3 with the end effector an
 the law on the same arm without friction or damping (the law's own pace), with the rotor inertia in the
 law's model and without it (the URDF alone: the law's damping designed for a lighter arm); the
 friction compensated by the loop's identification on that plant (the file as written, its rotor
-inertia included), the push measured by an ideal F/T sensor at the frame.
+inertia included), the push measured by an ideal F/T sensor at the frame.  Then the law's task-space
+modes on the FR3 at the TCP (K phi = w^2 Lambda phi, Pinocchio, the rotor inertia in M) for k_rot 10
+and 30: each critically damped, the slowest sets the release's pace.
 """
 import sys
 from pathlib import Path
@@ -28,6 +30,25 @@ from friction_rig import FLANGE, FRANKA, Q_FRANKY, SOFT, file_loop, fr3_model, i
 from robot_dynamics.dynamics import Model  # noqa: E402
 
 TIMES = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0)       # s after the release
+
+
+def modes(model, frame, k_rot, armature):
+    """The law's task-space modes at franky-sim's start pose: K phi = w^2 Lambda phi (Lambda at the
+    frame, world-aligned axes, from Pinocchio with the rotor inertia), w [rad/s] slowest first, and the
+    slowest mode's shape (largest component 1)."""
+    import pinocchio as pin
+    from scipy.linalg import eigh
+    pm = pin.buildModelFromXML(model.urdf)
+    pm.armature[:] = armature
+    d = pm.createData()
+    M = pin.crba(pm, d, Q_FRANKY)
+    M = np.triu(M) + np.triu(M, 1).T
+    pin.computeJointJacobians(pm, d, Q_FRANKY)
+    pin.updateFramePlacements(pm, d)
+    J = pin.getFrameJacobian(pm, d, pm.getFrameId(frame), pin.LOCAL_WORLD_ALIGNED)
+    lam = np.linalg.inv(J @ np.linalg.solve(M, J.T))
+    w2, phi = eigh(np.diag([300.0] * 3 + [k_rot] * 3), lam)
+    return np.sqrt(w2), phi[:, 0] / phi[np.argmax(np.abs(phi[:, 0])), 0], lam
 
 
 def main():
@@ -48,6 +69,12 @@ def main():
             r = push(model, friction, plant=plant, loop_over=over, sensor=sensor, frame=frame, **kw)
             rows.append((name, label, r["trace"]))
             print(f"{name} | {label}: {np.round(1e3 * np.array(r['trace']), 2).tolist()}", flush=True)
+    model, frame = fr3_model()
+    for k_rot in (10.0, 30.0):
+        w, shape, lam = modes(model, frame, k_rot, FRANKA["armature"])
+        print(f"FR3, TCP, k_rot {k_rot:g}: task-space modes {np.round(w, 2).tolist()} rad/s; the slowest "
+              f"[x y z rx ry rz] {np.round(shape, 3).tolist()}; Lambda's pitch {lam[4, 4]:.2f} kg m^2, "
+              f"x {lam[0, 0]:.1f} kg, x-pitch {lam[0, 4]:.2f} kg m")
     print("\nCartesian impedance k 300 N/m, k_rot 10 N m/rad at franky-sim's start pose, pushed 9 N then 18 N "
           "(2 s each), released: distance from the start [mm]")
     print("| model | arm | " + " | ".join(f"{t:g} s" for t in TIMES) + " |")

@@ -52,6 +52,7 @@ safe-command ramp run on it.
 """
 from ..dynamics import make_backend
 from .laws.base import check_vector
+from .laws.friction import NOISE_DEADZONE
 from .loop_params import LoopParams
 from .runs.stage import Runs
 from .stages.cycle import MAX_DT as MAX_HOLD, Cycle   # a hold longer than MAX_DT counts as MAX_DT
@@ -140,6 +141,7 @@ class ControlLoop:
         self.total_steps = 0
         self.hold_time = self.period                    # s: how long a command is held (hold_omega)
         self.hold_longest = 0.0                    # s: the longest hold seen (diagnostics)
+        self._deadzone_logged = 0.0                # N m: the stiction dead zone last logged (_noisy_wrench)
         self._hold_t = None                        # the control clock at the last step
         self._damped_ramp = False                  # the ramp after a trip / stop starts from a damped hold
         # the inputs go straight to the supervisor (no extra call per state): update_state(q, v, now,
@@ -372,6 +374,8 @@ class ControlLoop:
         tau = law.compute(c.state)
         if law.capped:
             self._capped(now)
+        if law.friction.noisy and law.friction.sensed:
+            self._noisy_wrench(now)
         if refs.goal is not None:
             refs.check_goal()
         if law.clipped:
@@ -442,6 +446,20 @@ class ControlLoop:
             f"commands held up to {1e3 * self.hold_time:.1f} ms (a stalled loop): the {self.law_name} feedback "
             f"slowed to {self.law.omega_cap:.3g} rad/s on {self.law.capped} joint(s) / mode(s) so that the "
             f"held command stays stable; the gains come back as the holds shorten"), now)
+
+    def _noisy_wrench(self, now):
+        """The F/T sensor's noise widened the stiction term's dead zone past its tanh scale: logged
+        (info) the first time and whenever it grows by half again (a sensor is always noisy: not every
+        second)."""
+        fr = self.law.friction
+        j = int(np.argmax(fr.deadzone))
+        if fr.deadzone[j] <= 1.5 * self._deadzone_logged:
+            return
+        self._deadzone_logged = float(fr.deadzone[j])
+        self.report.log("info", (
+            f"the wrench sensor's noise gives joint {self.model.joint_names[j]} {fr.deadzone[j] / NOISE_DEADZONE:.3g} "
+            f"N m: the stiction term acts on pulls beyond {fr.deadzone[j]:.3g} N m there ({NOISE_DEADZONE:g} x that "
+            f"noise; friction_stiction_torque {fr.pull_scale:g} N m)"))
 
     def brake_step(self, now, dt=None):
         """One step of an identification run's brake (its way back starts with it): g(q) when the law

@@ -165,6 +165,7 @@ class State:
     wrench: np.ndarray = None
     wrench_frame: str = ""
     wrench_source: str = "sensor"       # "sensor" (measured) or "observer" (estimated from the motor torques)
+    wrench_stamp: float = None          # when the sensor's reading behind `wrench` arrived (None: not known)
 
 
 @dataclass

@@ -236,6 +236,7 @@ class Estimation:
             self.wrench_episode.end(lambda e: f"wrench on {self.wrench_label} valid again ({e.reason} before)")
         st.wrench = self.wrench_proc.process(self.wrench_raw, st.q, dt)
         st.wrench_frame = self.wrench_proc.frame
+        st.wrench_stamp = self.wrench_time
 
     def set_threshold(self, threshold, release):
         """observer.threshold / observer.release changed live (validated; ValueError)."""
