@@ -7,8 +7,8 @@ pose, or the rig's own at the home pose; MuJoCo's soft or sharp friction loss), 
 identification finds on that plant), the stiction
 fraction without a sensor (0-0.1) and with one (0-1), its deadband p0 (0.01-0.2 N m), an F/T sensor at
 the flange or none, with white noise on its reading (up to 0.1 N, 0.03 N m: p0 under the noise mapped
-to the joints as often as over it; the term's dead zone, 4 x that noise as the law estimates it, is
-what keeps it from flipping with the noise at rest), and the rotor inertia in the law's model (the
+to the joints as often as over it; the term's dead zone, 4 x that noise as the loop estimates it from
+the sensor's samples, is what keeps it from flipping with the noise at rest), and the rotor inertia in the law's model (the
 file's `armature`, within 5 % of the plant's) or not (the URDF alone).
 
 The plant adds gravity itself (a Franka's driver; the law leaves it out, as the fr3 configs do), so the

@@ -25,6 +25,53 @@ import numpy as np
 from .laws.base import check_scalar
 
 
+NOISE_TIME = 1.0          # s: the averaging time of the sensor noise estimate
+NOISE_CLIP = 4.0          # a difference counts at most this many x its expected size (an impact's step)
+
+
+class NoiseEstimate:
+    """The white noise on a sensor's reading, per axis, from its samples as they arrive: the variance
+    from the differences of consecutive samples (E[d^2] / 2: a reading that moves slowly next to the
+    sample rate adds next to nothing), a difference beyond NOISE_CLIP x its expected size (a contact's
+    or an impact's step) counted as that size, averaged over NOISE_TIME (weighted by the time between
+    samples; bias-corrected while it fills).  `interval`: the mean time between samples [s]."""
+
+    def __init__(self, n=6):
+        self._var, self._weight = np.zeros(n), 0.0
+        self._last, self._t = np.zeros(n), None
+        self._d, self._lim = np.zeros(n), np.zeros(n)
+        self.interval = None
+
+    def add(self, sample, t):
+        if self._t is None or t <= self._t:               # the first sample, or a clock that restarted
+            self._last[:] = sample
+            self._t = t
+            return
+        dt = t - self._t
+        a = min(dt / NOISE_TIME, 1.0)
+        d = self._d
+        np.subtract(sample, self._last, out=d)
+        if self._weight > 0.5:
+            lim = self._lim
+            np.multiply(self._var, NOISE_CLIP * NOISE_CLIP * 2.0 / self._weight, out=lim)
+            np.sqrt(lim, out=lim)
+            np.clip(d, -lim, lim, out=d)
+        d *= d
+        d *= 0.5
+        d -= self._var
+        d *= a
+        self._var += d
+        self._weight += a * (1.0 - self._weight)
+        self.interval = dt if self.interval is None else self.interval + a * (dt - self.interval)
+        self._last[:] = sample
+        self._t = t
+
+    @property
+    def variance(self):
+        """Per axis [N^2, (N m)^2]; None before two samples."""
+        return self._var / self._weight if self._weight > 0.0 else None
+
+
 def _cross(a, b):
     return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
 
@@ -59,6 +106,7 @@ class WrenchProcessor:
         self.deadband = (check_scalar("deadband force", df), check_scalar("deadband torque", dn))
         self.bias = np.zeros(6)
         self._y = None
+        self._Rp = (np.eye(3), np.zeros(3))      # the frame change of the last `process`
 
     def set_tool(self, mass, com):
         m = check_scalar("tool_mass", mass)
@@ -133,4 +181,35 @@ class WrenchProcessor:
         f = R @ w[:3]
         out[:3] = f
         out[3:] = R @ w[3:] + _cross(p, f)
+        self._Rp = (R, p)
         return out
+
+    def noise_covariance(self, variance, dt, interval):
+        """The covariance [6x6] of the noise on what `process` returned last, from the raw reading's white
+        noise (`variance` per axis, independent), its samples `interval` s apart, the loop's step `dt`:
+        the frame change X (f' = R f, n' = R n + p x R f) and the low-pass's noise gain (alpha / (2 - alpha)
+        for a sample each step, over the steps a held sample lasts otherwise).  The
+        tare and the tool's weight do not change it; the deadband only lowers it (not counted)."""
+        if self.sensor_frame == self.target_frame and self.expressed_in == "local":
+            cov = np.diag(variance)                          # no frame change
+        else:
+            R, p = self._Rp
+            X = np.zeros((6, 6))
+            X[:3, :3] = R
+            X[3:, 3:] = R
+            px = np.array([[0.0, -p[2], p[1]], [p[2], 0.0, -p[0]], [-p[1], p[0], 0.0]])
+            X[3:, :3] = px @ R
+            cov = (X * variance) @ X.T
+        fc = self.filter_cutoff_hz
+        if fc is not None and dt is not None and dt > 0.0:
+            # y += a (x - y) each step, x white and held m steps: at a sample's last step the variance is
+            # V = (1 - b^m) / (1 + b^m) (b = 1 - a) of x's; j steps into a sample (1 - b^j)^2 + b^2j V;
+            # the mean over the m steps is what the law meets
+            b = 1.0 - dt / (dt + 1.0 / (2.0 * math.pi * fc))
+            m = max(1.0, (interval or dt) / dt)
+            bm = b ** m
+            V = (1.0 - bm) / (1.0 + bm)
+            s1 = b * (1.0 - bm) / (1.0 - b)                 # sum_j b^j, j = 1..m
+            s2 = b * b * (1.0 - bm * bm) / (1.0 - b * b)    # sum_j b^2j
+            cov *= (m - 2.0 * s1 + s2 + V * s2) / m
+        return cov

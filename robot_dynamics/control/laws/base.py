@@ -165,7 +165,7 @@ class State:
     wrench: np.ndarray = None
     wrench_frame: str = ""
     wrench_source: str = "sensor"       # "sensor" (measured) or "observer" (estimated from the motor torques)
-    wrench_stamp: float = None          # when the sensor's reading behind `wrench` arrived (None: not known)
+    wrench_cov: np.ndarray = None       # 6x6 covariance of the noise on `wrench`, its axes (None: not known)
 
 
 @dataclass

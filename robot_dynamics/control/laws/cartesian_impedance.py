@@ -546,8 +546,7 @@ class CartesianImpedance(ControlLaw):
             w = self._world_wrench(state, R)            # the stiction term's pull: the law's and the
             if w is not None:                           # environment's J^T w, which a sensor measures
                 self._pull_ext = J.T @ w
-                fr.sensed_deadzone(state.wrench, J, None if state.wrench_frame == "world" else R, state.t,
-                                   state.wrench_stamp)
+                fr.sensed_deadzone(J, None if state.wrench_frame == "world" else R, state.wrench_cov)
         self._add_friction(tau, v)
         self._pull_ext = None
 

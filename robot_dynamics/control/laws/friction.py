@@ -57,26 +57,24 @@ meets the term:
   sharp and soft plants with the sensor at fraction 1, +6.6 % and +25.3 % at 1 without it; a Franka's
   friction at franky-sim's start pose, k 300 N/m, k_rot 10, 9 N: +64 % with the file as written,
   +1.2 % with the sensor; at k_rot 30 the rotation spring frees the arm itself, doc/identification.md).
-  The
-  sensor's noise enters p through J^T, and the tanh's slope fc / p0 turns it into torque: near rest
-  the term flipped with it and the arm dithered (the rig, k 450 N/m, the file's p0 0.05 N m, noise
-  0.08 N and 0.028 N m: 2.7e-3 rad/s at rest on the sharp plant, 7.9e-3 on the soft; a deadband p0
-  ten times the noise did not stop it on the soft one).  So with a sensor the pull passes a dead zone first:
+  The sensor's noise enters p through J^T, and the tanh's slope fc / p0 turns it into torque: near
+  rest the term flipped with it and the arm dithered (the rig, k 450 N/m, the file's p0 0.05 N m,
+  noise 0.08 N and 0.028 N m: 2.7e-3 rad/s at rest on the sharp plant, 7.9e-3 on the soft; a
+  deadband p0 ten times the noise did not stop it on the soft one).  So with a sensor the pull
+  passes a dead zone first:
 
       p -> sign(p) max(|p| - d, 0),   d_i = NOISE_DEADZONE sigma_i
 
-  sigma_i the noise joint i gets from the sensor, estimated on the control path (sensed_deadzone):
-  each axis' variance of the reading from the differences of consecutive samples (E[d^2] / 2: a
-  reading that moves slowly next to the sample rate adds next to nothing; a sample held over several
-  steps, one stamp, counts once; a difference beyond NOISE_CLIP x its expected size, a contact's or an
-  impact's step, counts as that), averaged over NOISE_TIME, mapped through J^T diag(R, R) with the
-  axes taken independent.  With a noise-free reading d = 0 and the term is the one above.  At 4
-  sigma the noise leaves the pull's dead zone on 6e-5 of the samples: at rest the released arms of
-  bench/stiction_noise.py move at most 1e-4 rad/s where they moved at up to 1.2e-2; the arm stops where the
-  pull is within d of the balance (a hand's push meets up to d more friction).  Behind the loop's
-  wrench filter the differences see less of the noise than the filtered reading holds (about the
-  filter's per-step gain): d is low there.  An estimated wrench (wrench_source "observer": from the motor torques) is
-  not used for it: it holds the friction too, and p would be the law's pull less itself.
+  sigma_i the noise joint i gets from the sensor (sensed_deadzone): the raw reading's white noise per
+  axis, estimated as its samples arrive (wrench.NoiseEstimate: from the differences of consecutive
+  samples, over about 1 s), carried through what the loop does to the reading (the frame change, the
+  low-pass's noise gain: WrenchProcessor.noise_covariance, State.wrench_cov) and through J^T diag(R,
+  R).  A noise-free reading gives d = 0: the term above.  At 4 sigma the noise leaves the dead zone on
+  6e-5 of the samples: at rest the released arms of bench/stiction_noise.py move at most 1.4e-4 rad/s
+  where they moved at up to 1.2e-2.  The arm stops where the pull is within d of the balance (a
+  hand's push meets up to d more friction).  An estimated wrench (wrench_source "observer": from the
+  motor torques) is not used for it: it holds the friction too, and p would be the law's pull less
+  itself.
 It is not identified: a fraction of the identified fc (a presliding state, Dahl's or LuGre's, holds
 the friction at rest but does not tell which way the arm should go, which is what breaks it free).
 It does work only in the direction p pulls, toward the equilibrium, and vanishes there (p -> 0).
@@ -85,8 +83,6 @@ Measured in test_friction.py and bench/friction_push.py.
 import numpy as np
 
 NOISE_DEADZONE = 4.0      # with a sensor, the pull's dead zone: this many x the noise it gives each joint
-NOISE_TIME = 1.0          # s: the averaging time of the sensor noise estimate
-NOISE_CLIP = 4.0          # a difference counts at most this many x its expected size (an impact's step)
 
 
 class FrictionCompensation:
@@ -111,9 +107,7 @@ class FrictionCompensation:
         self._w = np.zeros(n)
         self.deadzone = np.zeros(n)           # per joint, with a sensor (sensed_deadzone) [N m]
         self.noisy = False                    # the dead zone is wider than p0 on some joint
-        self._reading, self._t_read, self._stamp = np.zeros(6), None, None
-        self._var, self._weight = np.zeros(6), 0.0
-        self._d, self._lim, self._Bf, self._Bm = np.zeros(6), np.zeros(6), np.zeros((n, 3)), np.zeros((n, 3))
+        self._Bt, self._Ct = np.zeros((6, n)), np.zeros((6, n))
 
     def set(self, p):
         """From the validated flat parameters: friction_compensation, _viscous, _coulomb,
@@ -162,51 +156,31 @@ class FrictionCompensation:
             tau += self._fo
         return tau
 
-    def sensed_deadzone(self, reading, J, R, t, stamp=None):
-        """The pull's dead zone per joint with a sensor: reading, the sensor's wrench as the law gets it
-        (its own axes), R the rotation of those axes to the world's (None: world-aligned already), J
-        (6 x n) the frame's world-aligned Jacobian (J^T R takes the reading to the joints' torques), t
-        the law's time [s], stamp: when the sensor's sample behind it arrived (a sample held over
-        several steps is one sample; None: a reading that changed is a new one).  Sets and returns
-        self.deadzone = NOISE_DEADZONE sigma (sigma: the noise each joint gets, the reading's axes'
-        noise taken independent)."""
-        r = self._reading
-        if self._t_read is None or t < self._t_read:      # the first reading, or a clock that restarted
-            r[:] = reading
-            self._t_read, self._stamp = t, stamp
-        elif t > self._t_read and (stamp != self._stamp if stamp is not None
-                                   else not np.array_equal(reading, r)):       # a new sample
-            a = min((t - self._t_read) / NOISE_TIME, 1.0)
-            d = self._d
-            np.subtract(reading, r, out=d)
-            if self._weight > 0.5:        # a contact's or impact's step counts as a large noise sample
-                lim = self._lim
-                np.multiply(self._var, NOISE_CLIP * NOISE_CLIP * 2.0 / self._weight, out=lim)
-                np.sqrt(lim, out=lim)
-                np.clip(d, -lim, lim, out=d)
-            d *= d
-            d *= 0.5
-            d -= self._var
-            d *= a
-            self._var += d
-            self._weight += a * (1.0 - self._weight)
-            r[:] = reading
-            self._t_read, self._stamp = t, stamp
-        if self._weight > 0.0:
-            Bf, Bm, dz = self._Bf, self._Bm, self.deadzone     # J^T diag(R, R): the reading to the joints
-            if R is None:
-                Bf[:], Bm[:] = J[:3].T, J[3:].T
-            else:
-                np.dot(J[:3].T, R, out=Bf)
-                np.dot(J[3:].T, R, out=Bm)
-            Bf *= Bf
-            Bm *= Bm
-            np.dot(Bf, self._var[:3], out=dz)
-            dz += Bm @ self._var[3:]
-            dz *= NOISE_DEADZONE * NOISE_DEADZONE / self._weight
-            np.sqrt(dz, out=dz)
-            self.noisy = bool(dz.max() > self.pull_scale)
-        return self.deadzone
+    def sensed_deadzone(self, J, R, cov):
+        """The pull's dead zone per joint with a sensor: J (6 x n) the frame's world-aligned Jacobian, R
+        the rotation of the wrench's axes to the world's (None: world-aligned already), cov the 6x6
+        covariance of the noise on the wrench (State.wrench_cov; None: not known, no dead zone).  Sets
+        and returns self.deadzone = NOISE_DEADZONE sqrt(diag(B cov B^T)), B = J^T diag(R, R) (the
+        wrench to the joints' torques)."""
+        dz = self.deadzone
+        if cov is None:
+            dz.fill(0.0)
+            self.noisy = False
+            return dz
+        Bt = J                                             # B^T = diag(R^T, R^T) J
+        if R is not None:
+            Bt = self._Bt
+            np.dot(R.T, J[:3], out=Bt[:3])
+            np.dot(R.T, J[3:], out=Bt[3:])
+        t = self._Ct
+        np.dot(cov, Bt, out=t)                             # diag(B cov B^T)
+        np.multiply(t, Bt, out=t)
+        np.add.reduce(t, axis=0, out=dz)
+        np.maximum(dz, 0.0, out=dz)
+        np.sqrt(dz, out=dz)
+        dz *= NOISE_DEADZONE
+        self.noisy = bool(dz.max() > self.pull_scale)
+        return dz
 
     def torque(self, v):
         """c(v) without the stiction term, through add() (the control path's own code): what the law

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from ..wrench import WrenchProcessor
+from ..wrench import NoiseEstimate, WrenchProcessor
 
 
 class Estimation:
@@ -37,6 +37,7 @@ class Estimation:
         self.wrench_raw = None
         self.wrench_raw_frame = ""
         self.wrench_time = -math.inf
+        self.wrench_noise = NoiseEstimate()            # the raw reading's white noise, per axis
         if self.cartesian and p["sensor_frame"]:
             self.wrench_proc = self._make_wrench_processor(p["sensor_frame"])
         self._make_observer(p)
@@ -175,6 +176,7 @@ class Estimation:
         self.wrench_raw_frame = frame_id
         self.wrench_raw = w
         self.wrench_time = now
+        self.wrench_noise.add(w, now)
 
     def _wrench_problem(self, reason, detail, now):
         self.wrench_episode.occur(reason, now, "warn", lambda extra: (
@@ -236,7 +238,10 @@ class Estimation:
             self.wrench_episode.end(lambda e: f"wrench on {self.wrench_label} valid again ({e.reason} before)")
         st.wrench = self.wrench_proc.process(self.wrench_raw, st.q, dt)
         st.wrench_frame = self.wrench_proc.frame
-        st.wrench_stamp = self.wrench_time
+        fr = self.law.friction                            # the stiction term's dead zone needs its noise
+        var = self.wrench_noise.variance
+        st.wrench_cov = None if var is None or not (fr.active and fr.stiction_sensed > 0.0) else \
+            self.wrench_proc.noise_covariance(var, dt, self.wrench_noise.interval)
 
     def set_threshold(self, threshold, release):
         """observer.threshold / observer.release changed live (validated; ValueError)."""
