@@ -228,6 +228,7 @@ class ControlLoop:
         self.supervisor.activate()
         self.cycle.restart()
         self.hold_time, self._hold_t = self.period, None
+        self._deadzone_logged = 0.0
         self.output.safe_reached = False
         self.active = True
 

@@ -26,54 +26,94 @@ from .laws.base import check_scalar
 
 
 NOISE_TIME = 1.0          # s: the averaging time of the sensor noise estimate
-NOISE_CLIP = 4.0          # a difference counts at most this many x its expected size (an impact's step)
+NOISE_CLIP = 4.0          # a second difference counts at most this many x its expected size (an impact)
+NOISE_GAP = 10.0          # samples further apart than this many x the usual interval restart the chain
+NOISE_FLOOR = 1e-4        # N, N m: the clip never below this (an estimate near zero is not locked there)
 
 
 class NoiseEstimate:
-    """The white noise on a sensor's reading, per axis, from its samples as they arrive: the variance
-    from the differences of consecutive samples (E[d^2] / 2: a reading that moves slowly next to the
-    sample rate adds next to nothing), a difference beyond NOISE_CLIP x its expected size (a contact's
-    or an impact's step) counted as that size, averaged over NOISE_TIME (weighted by the time between
-    samples; bias-corrected while it fills).  `interval`: the mean time between samples [s]."""
+    """The white noise on a sensor's reading, from its samples as they arrive: the covariance [6x6] from
+    the second differences of consecutive samples, d = x_k - 2 x_k-1 + x_k-2 (E[d d^T] = 6 C for white
+    noise of covariance C; a reading that moves along a straight line between samples adds nothing, one
+    that bends slowly next to the sample rate next to nothing), averaged over NOISE_TIME (weighted by the
+    time between samples; bias-corrected while it fills).  An axis' difference beyond NOISE_CLIP x its
+    expected size (a contact's or an impact's step) counts as that size, once the estimate has filled,
+    but never below NOISE_FLOOR (an estimate near zero, after a noise-free stretch, grows back: by
+    (1 + 15 a) a sample at most, about 1.5 s from the floor to 0.03 N at 1 kHz).  A sample
+    equal to the previous one on every axis is a repeat (a driver publishing faster than its sensor) and
+    is skipped; after a gap (more than NOISE_GAP usual intervals, or NOISE_TIME) or a non-finite
+    difference the chain of differences restarts.  Assumes consecutive samples independent: a sensor
+    that low-passes on board makes them correlated and the estimate low.  `interval`: the mean time
+    between samples [s]."""
 
     def __init__(self, n=6):
-        self._var, self._weight = np.zeros(n), 0.0
-        self._last, self._t = np.zeros(n), None
-        self._d, self._lim = np.zeros(n), np.zeros(n)
+        self._cov, self._weight = np.zeros((n, n)), 0.0
+        self._x1, self._x2, self._t = np.zeros(n), np.zeros(n), None
+        self._chain = 0                                # consecutive samples held (0, 1, 2)
+        self._d, self._lim, self._dd = np.zeros(n), np.zeros(n), np.zeros((n, n))
         self.interval = None
 
     def add(self, sample, t):
-        if self._t is None or t <= self._t:               # the first sample, or a clock that restarted
-            self._last[:] = sample
-            self._t = t
+        d = self._d
+        np.subtract(sample, self._x1, out=d)
+        if self._chain and not d.any():
+            return                                     # a repeat of the last sample
+        if self._t is None or t <= self._t or t - self._t >= NOISE_TIME or (
+                self.interval is not None and t - self._t > NOISE_GAP * self.interval):
+            self._restart(sample, t)                   # the first sample, a clock that restarted, a gap
             return
         dt = t - self._t
-        a = min(dt / NOISE_TIME, 1.0)
-        d = self._d
-        np.subtract(sample, self._last, out=d)
+        if self._chain == 1:
+            self.interval = dt if self.interval is None else self.interval
+            self._x2[:] = self._x1
+            self._x1[:] = sample
+            self._t, self._chain = t, 2
+            return
+        d -= self._x1                                  # sample - 2 x_k-1 + x_k-2
+        d += self._x2
+        if not math.isfinite(d @ d):
+            self._restart(sample, t)
+            return
         if self._weight > 0.5:
             lim = self._lim
-            np.multiply(self._var, NOISE_CLIP * NOISE_CLIP * 2.0 / self._weight, out=lim)
+            np.multiply(self._cov.flat[::7], 6.0 * NOISE_CLIP * NOISE_CLIP / self._weight, out=lim)
             np.sqrt(lim, out=lim)
+            np.maximum(lim, NOISE_FLOOR, out=lim)
             np.clip(d, -lim, lim, out=d)
-        d *= d
-        d *= 0.5
-        d -= self._var
-        d *= a
-        self._var += d
+        a = min(dt / NOISE_TIME, 1.0)
+        dd = self._dd
+        np.multiply(d[:, None], d, out=dd)
+        dd *= a / 6.0
+        self._cov *= 1.0 - a
+        self._cov += dd
         self._weight += a * (1.0 - self._weight)
-        self.interval = dt if self.interval is None else self.interval + a * (dt - self.interval)
-        self._last[:] = sample
+        self.interval += a * (dt - self.interval)
+        self._x2[:] = self._x1
+        self._x1[:] = sample
         self._t = t
 
+    def _restart(self, sample, t):
+        self._x1[:] = sample
+        self._t, self._chain = t, 1
+
     @property
-    def variance(self):
-        """Per axis [N^2, (N m)^2]; None before two samples."""
-        return self._var / self._weight if self._weight > 0.0 else None
+    def covariance(self):
+        """[6x6] in the reading's axes [N^2, N^2 m, (N m)^2]; None before the first second difference."""
+        return self._cov / self._weight if self._weight > 0.0 else None
 
 
 def _cross(a, b):
     return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
+
+
+def _force_matrix(R, p):
+    """6x6 X with [f'; n'] = X [f; n], f' = R f, n' = R n + p x R f."""
+    X = np.zeros((6, 6))
+    X[:3, :3] = R
+    X[3:, 3:] = R
+    px = np.array([[0.0, -p[2], p[1]], [p[2], 0.0, -p[0]], [-p[1], p[0], 0.0]])
+    X[3:, :3] = px @ R
+    return X
 
 
 def _vec6(x, what):
@@ -140,12 +180,7 @@ class WrenchProcessor:
             R, p = Rt.T @ Rs, Rt.T @ (ps - pt)
         else:
             R, p = Rs, ps - pt
-        X = np.zeros((6, 6))
-        X[:3, :3] = R
-        X[3:, 3:] = R
-        px = np.array([[0.0, -p[2], p[1]], [p[2], 0.0, -p[0]], [-p[1], p[0], 0.0]])
-        X[3:, :3] = px @ R
-        return X
+        return _force_matrix(R, p)
 
     def process(self, raw_wrench, q, dt):
         """External wrench on the tool, about the target frame origin, in the target axes (or world
@@ -184,22 +219,17 @@ class WrenchProcessor:
         self._Rp = (R, p)
         return out
 
-    def noise_covariance(self, variance, dt, interval):
+    def noise_covariance(self, cov, dt, interval):
         """The covariance [6x6] of the noise on what `process` returned last, from the raw reading's white
-        noise (`variance` per axis, independent), its samples `interval` s apart, the loop's step `dt`:
+        noise (`cov`, 6x6, NoiseEstimate.covariance), its samples `interval` s apart, the loop's step `dt`:
         the frame change X (f' = R f, n' = R n + p x R f) and the low-pass's noise gain (alpha / (2 - alpha)
         for a sample each step, over the steps a held sample lasts otherwise).  The
         tare and the tool's weight do not change it; the deadband only lowers it (not counted)."""
         if self.sensor_frame == self.target_frame and self.expressed_in == "local":
-            cov = np.diag(variance)                          # no frame change
+            cov = cov.copy()                                 # no frame change
         else:
-            R, p = self._Rp
-            X = np.zeros((6, 6))
-            X[:3, :3] = R
-            X[3:, 3:] = R
-            px = np.array([[0.0, -p[2], p[1]], [p[2], 0.0, -p[0]], [-p[1], p[0], 0.0]])
-            X[3:, :3] = px @ R
-            cov = (X * variance) @ X.T
+            X = _force_matrix(*self._Rp)
+            cov = X @ cov @ X.T
         fc = self.filter_cutoff_hz
         if fc is not None and dt is not None and dt > 0.0:
             # y += a (x - y) each step, x white and held m steps: at a sample's last step the variance is

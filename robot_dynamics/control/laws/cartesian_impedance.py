@@ -546,7 +546,10 @@ class CartesianImpedance(ControlLaw):
             w = self._world_wrench(state, R)            # the stiction term's pull: the law's and the
             if w is not None:                           # environment's J^T w, which a sensor measures
                 self._pull_ext = J.T @ w
-                fr.sensed_deadzone(J, None if state.wrench_frame == "world" else R, state.wrench_cov)
+                # the wrench's noise reaches the pull through J^T w and, on force axes, the force
+                # law's kp w too (world-aligned axes)
+                gain = np.where(self.S, 1.0 + self.force_kp, 1.0) if self._any_force else None
+                fr.sensed_deadzone(J, None if state.wrench_frame == "world" else R, state.wrench_cov, gain)
         self._add_friction(tau, v)
         self._pull_ext = None
 

@@ -59,18 +59,20 @@ meets the term:
   +1.2 % with the sensor; at k_rot 30 the rotation spring frees the arm itself, doc/identification.md).
   The sensor's noise enters p through J^T, and the tanh's slope fc / p0 turns it into torque: near
   rest the term flipped with it and the arm dithered (the rig, k 450 N/m, the file's p0 0.05 N m,
-  noise 0.08 N and 0.028 N m: 2.7e-3 rad/s at rest on the sharp plant, 7.9e-3 on the soft; a
-  deadband p0 ten times the noise did not stop it on the soft one).  So with a sensor the pull
+  noise 0.08 N and 0.028 N m: 2.7e-3 rad/s at rest on the sharp plant, 7.9e-3 on the soft; a deadband
+  p0 of 0.3 N m, ten times the moment noise, left the soft one at 2.3e-3). So with a sensor the pull
   passes a dead zone first:
 
       p -> sign(p) max(|p| - d, 0),   d_i = NOISE_DEADZONE sigma_i
 
-  sigma_i the noise joint i gets from the sensor (sensed_deadzone): the raw reading's white noise per
-  axis, estimated as its samples arrive (wrench.NoiseEstimate: from the differences of consecutive
-  samples, over about 1 s), carried through what the loop does to the reading (the frame change, the
-  low-pass's noise gain: WrenchProcessor.noise_covariance, State.wrench_cov) and through J^T diag(R,
-  R).  A noise-free reading gives d = 0: the term above.  At 4 sigma the noise leaves the dead zone on
-  6e-5 of the samples: at rest the released arms of bench/stiction_noise.py move at most 1.4e-4 rad/s
+  sigma_i the noise joint i gets from the sensor (sensed_deadzone): the raw reading's white noise
+  (its 6x6 covariance: a sensor's channels share gauges), estimated as its samples arrive
+  (wrench.NoiseEstimate: from second differences of consecutive samples, over about 1 s; repeats
+  skipped), carried through what the loop does to the reading (the frame change, the low-pass's noise
+  gain: WrenchProcessor.noise_covariance, State.wrench_cov) and through what the pull takes of it:
+  J^T diag(R, R), and on force axes the force law's kp too.  A steady noise-free reading, or one moving
+  along a straight line, gives d = 0: the term above.  At 4 sigma the noise leaves the dead zone on
+  6e-5 of the samples: at rest the released arms of bench/stiction_noise.py move at most 1.5e-4 rad/s
   where they moved at up to 1.2e-2.  The arm stops where the pull is within d of the balance (a
   hand's push meets up to d more friction).  An estimated wrench (wrench_source "observer": from the
   motor torques) is not used for it: it holds the friction too, and p would be the law's pull less
@@ -107,7 +109,7 @@ class FrictionCompensation:
         self._w = np.zeros(n)
         self.deadzone = np.zeros(n)           # per joint, with a sensor (sensed_deadzone) [N m]
         self.noisy = False                    # the dead zone is wider than p0 on some joint
-        self._Bt, self._Ct = np.zeros((6, n)), np.zeros((6, n))
+        self._Bt, self._Ct, self._Jg = np.zeros((6, n)), np.zeros((6, n)), np.zeros((6, n))
 
     def set(self, p):
         """From the validated flat parameters: friction_compensation, _viscous, _coulomb,
@@ -156,18 +158,21 @@ class FrictionCompensation:
             tau += self._fo
         return tau
 
-    def sensed_deadzone(self, J, R, cov):
+    def sensed_deadzone(self, J, R, cov, gain=None):
         """The pull's dead zone per joint with a sensor: J (6 x n) the frame's world-aligned Jacobian, R
         the rotation of the wrench's axes to the world's (None: world-aligned already), cov the 6x6
-        covariance of the noise on the wrench (State.wrench_cov; None: not known, no dead zone).  Sets
-        and returns self.deadzone = NOISE_DEADZONE sqrt(diag(B cov B^T)), B = J^T diag(R, R) (the
-        wrench to the joints' torques)."""
+        covariance of the noise on the wrench (State.wrench_cov; None: not known, no dead zone), gain
+        (6, world-aligned axes; None: ones) what the pull takes of the world wrench per axis.  Sets and
+        returns self.deadzone = NOISE_DEADZONE sqrt(diag(B cov B^T)), B = J^T diag(gain) diag(R, R)
+        (the wrench to the pull)."""
         dz = self.deadzone
         if cov is None:
             dz.fill(0.0)
             self.noisy = False
             return dz
-        Bt = J                                             # B^T = diag(R^T, R^T) J
+        if gain is not None:
+            J = np.multiply(J, gain[:, None], out=self._Jg)
+        Bt = J                                             # B^T = diag(R^T, R^T) diag(gain) J
         if R is not None:
             Bt = self._Bt
             np.dot(R.T, J[:3], out=Bt[:3])
@@ -176,7 +181,7 @@ class FrictionCompensation:
         np.dot(cov, Bt, out=t)                             # diag(B cov B^T)
         np.multiply(t, Bt, out=t)
         np.add.reduce(t, axis=0, out=dz)
-        np.maximum(dz, 0.0, out=dz)
+        np.fmax(dz, 0.0, out=dz)                           # (a NaN from a broken estimate: no dead zone)
         np.sqrt(dz, out=dz)
         dz *= NOISE_DEADZONE
         self.noisy = bool(dz.max() > self.pull_scale)

@@ -173,6 +173,8 @@ class Estimation:
             self._wrench_problem("non_finite", "NaN or Inf in the wrench" if w.shape == (6,)
                                  else f"{w.size} values, expected 6", now)
             return
+        if frame_id != self.wrench_raw_frame:
+            self.wrench_noise = NoiseEstimate()          # another sensor (frame): its own noise
         self.wrench_raw_frame = frame_id
         self.wrench_raw = w
         self.wrench_time = now
@@ -201,6 +203,7 @@ class Estimation:
             return
         st = self.c.state
         st.wrench_source = self.wrench_source
+        st.wrench_cov = None
         if self.wrench_source == "observer":
             st.wrench = self.observer_wrench(t) if self.obs_last is not None else None
             st.wrench_frame = ""                         # observer.frame = the law's frame, its axes
@@ -239,9 +242,9 @@ class Estimation:
         st.wrench = self.wrench_proc.process(self.wrench_raw, st.q, dt)
         st.wrench_frame = self.wrench_proc.frame
         fr = self.law.friction                            # the stiction term's dead zone needs its noise
-        var = self.wrench_noise.variance
-        st.wrench_cov = None if var is None or not (fr.active and fr.stiction_sensed > 0.0) else \
-            self.wrench_proc.noise_covariance(var, dt, self.wrench_noise.interval)
+        cov = self.wrench_noise.covariance
+        st.wrench_cov = None if cov is None or not (fr.active and fr.stiction_sensed > 0.0) else \
+            self.wrench_proc.noise_covariance(cov, dt, self.wrench_noise.interval)
 
     def set_threshold(self, threshold, release):
         """observer.threshold / observer.release changed live (validated; ValueError)."""
