@@ -64,7 +64,7 @@ class NoiseEstimate:
             return
         dt = t - self._t
         if self._chain == 1:
-            self.interval = dt if self.interval is None else self.interval
+            self.interval = dt
             self._x2[:] = self._x1
             self._x1[:] = sample
             self._t, self._chain = t, 2
@@ -93,8 +93,11 @@ class NoiseEstimate:
         self._t = t
 
     def _restart(self, sample, t):
+        """A new chain from `sample`; the interval found again from the next one (after a burst of two
+        samples microseconds apart every later one would otherwise count as a gap)."""
         self._x1[:] = sample
         self._t, self._chain = t, 1
+        self.interval = None
 
     @property
     def covariance(self):
