@@ -18,8 +18,9 @@ and the context are shut down.  A node that fails to construct (bad parameters: 
 RuntimeError) logs the reason and the process exits with 1, without a traceback.
 
 A process ends before `ros2 launch` escalates to SIGKILL (15 s after its SIGINT), with two guards
-armed on the way out (both need the main thread to run Python once after the signal, to arm them).  A Python thread ends it (flushed, exit code as below) when the clean-up
-takes longer than `exit_grace`.  That thread needs the interpreter lock, and a clean-up blocked inside
+armed on the way out (both need the main thread to run Python once after the signal, to arm them).
+A Python thread ends it (flushed, exit code as below) when the clean-up takes longer than
+`exit_grace`.  That thread needs the interpreter lock, and a clean-up blocked inside
 a C call that holds the lock (a middleware destructor) starves it: a CI run under load saw the
 controller outlive SIGINT, SIGTERM and the 12 s Python guard, killed at 15 s.  So the first stop
 request also arms a kernel timer whose expiry runs `_exit` on a thread of its own (POSIX timer,

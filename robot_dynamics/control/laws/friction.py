@@ -110,6 +110,7 @@ class FrictionCompensation:
         self.deadzone = np.zeros(n)           # per joint, with a sensor (sensed_deadzone) [N m]
         self.noisy = False                    # the dead zone is wider than p0 on some joint
         self._Bt, self._Ct, self._Jg = np.zeros((6, n)), np.zeros((6, n)), np.zeros((6, n))
+        self._p = np.zeros(n)
 
     def set(self, p):
         """From the validated flat parameters: friction_compensation, _viscous, _coulomb,
@@ -143,7 +144,7 @@ class FrictionCompensation:
                 np.abs(t, out=w)
                 np.subtract(1.0, w, out=w)
                 if self.sensed:                  # the pull beyond the sensor noise's dead zone
-                    p = np.abs(self.pull)
+                    p = np.abs(self.pull, out=self._p)
                     p -= self.deadzone
                     np.maximum(p, 0.0, out=p)
                     np.copysign(p, self.pull, out=p)

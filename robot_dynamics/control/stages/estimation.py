@@ -242,8 +242,8 @@ class Estimation:
         st.wrench = self.wrench_proc.process(self.wrench_raw, st.q, dt)
         st.wrench_frame = self.wrench_proc.frame
         fr = self.law.friction                            # the stiction term's dead zone needs its noise
-        cov = self.wrench_noise.covariance
-        st.wrench_cov = None if cov is None or not (fr.active and fr.stiction_sensed > 0.0) else \
+        cov = self.wrench_noise.covariance if fr.active and fr.stiction_sensed > 0.0 else None
+        st.wrench_cov = None if cov is None else \
             self.wrench_proc.noise_covariance(cov, dt, self.wrench_noise.interval)
 
     def set_threshold(self, threshold, release):
