@@ -200,12 +200,25 @@ class SpinThread:
     def __init__(self, executor, period=0.05):
         self.executor, self.period = executor, period
         self._stop = threading.Event()
+        self._turn = threading.Lock()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
     def _run(self):
         while not self._stop.is_set():
-            self.executor.spin_once(timeout_sec=self.period)
+            with self._turn:
+                self.executor.spin_once(timeout_sec=self.period)
+
+    @contextmanager
+    def paused(self):
+        """Holds the loop between two turns (the one in progress finishes, at most `period` waiting).  A
+        test that drives a lifecycle transition which destroys entities (cleanup, shutdown) from its own
+        thread does it here: rclpy's executor collects the node's waitables, then adds them to its wait
+        set, and one destroyed in between raised out of spin ("action server pointer is invalid",
+        InvalidHandle on an event handler; ros2/rclpy#1385).  A node spun by one executor, as ours
+        are, takes its transitions in that thread and never meets it."""
+        with self._turn:
+            yield
 
     def stop(self, timeout=10.0):
         """Ends the loop, waits for it (a callback in progress finishes), then shuts the executor down."""
