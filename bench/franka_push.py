@@ -9,6 +9,7 @@ term, and the identified fv, fc with a fixed Coulomb band at full size (as befor
     .venv/bin/python bench/franka_push.py --repeats 4 --bands 0.01 0.002
     .venv/bin/python bench/franka_push.py --repeats 1 --bands --stictions 0.2 0.5
     .venv/bin/python bench/franka_push.py --inertial --sensor --bands   # identified with all base parameters
+    .venv/bin/python bench/franka_push.py --inertial --sensor --bands --k-x 450   # issue 43's stiffness along x
 
 Per row: k from the 9 N push (9 N / dx), k from the 9 -> 18 N step (9 N / its dx: friction alike on
 both ends), the TCP's distance from its start 2 s after the release, the off-axis motion at 9 N, the
@@ -47,7 +48,7 @@ def identify(tmp, inertial=False):
     return yaml.safe_load(open(out))["/**"]["ros__parameters"]
 
 
-def push_once(tmp, name, params, sensor=False):
+def push_once(tmp, name, params, sensor=False, forces=(9.0, 18.0)):
     from franka_harness import FtSensor, push_stiffness, rest_speed, rig
     d = Path(tmp) / name
     d.mkdir()
@@ -57,12 +58,13 @@ def push_once(tmp, name, params, sensor=False):
     with rig(d, "cartesian_impedance", mode="in_process", push=True, **params) as (procs, probe, sim):
         ft = FtSensor(probe, sim) if sensor else None
         try:
-            d9, d18, back = push_stiffness(probe, procs, sim)
+            d9, d18, back = push_stiffness(probe, procs, sim, forces=forces)
             dq_rest = rest_speed(probe, procs)
         finally:
             if ft is not None:
                 ft.close()
-    return {"k9": 9.0 / d9[0], "k_slope": 9.0 / (d18[0] - d9[0]), "back_mm": 1e3 * float(np.linalg.norm(back)),
+    f1, f2 = forces
+    return {"k9": f1 / d9[0], "k_slope": (f2 - f1) / (d18[0] - d9[0]), "back_mm": 1e3 * float(np.linalg.norm(back)),
             "off_mm": 1e3 * float(np.linalg.norm(d9[1:])), "creep": dq_rest}
 
 
@@ -83,6 +85,10 @@ def main():
                          "URDF's) instead of trusting the URDF's inertials")
     ap.add_argument("--k-rot", type=float, default=None,
                     help="every row with this rotation stiffness [N m/rad] instead of the config's (10)")
+    ap.add_argument("--k-x", type=float, default=None,
+                    help="every row with this stiffness along x [N/m] instead of the config's (300; issue 43 set 450)")
+    ap.add_argument("--forces", type=float, nargs=2, default=[9.0, 18.0], metavar=("F", "2F"),
+                    help="the two pushes [N] (default 9 18)")
     args = ap.parse_args()
     import rclpy
     rclpy.init()
@@ -107,9 +113,12 @@ def main():
             if args.k_rot is not None:
                 rows = [(label, {**prm, **{f"cartesian_impedance.task.k_rot_{a}": args.k_rot for a in "xyz"}}, *rest)
                         for label, prm, *rest in rows]
+            if args.k_x is not None:
+                rows = [(label, {**prm, "cartesian_impedance.task.k_pos_x": args.k_x}, *rest) for label, prm, *rest in rows]
             results = []
             for i, (label, prm, *sensed) in enumerate(rows):
-                runs = [push_once(tmp, f"push{i}_{r}", prm, sensor=bool(sensed)) for r in range(args.repeats)]
+                runs = [push_once(tmp, f"push{i}_{r}", prm, sensor=bool(sensed),
+                                  forces=tuple(args.forces)) for r in range(args.repeats)]
                 results.append((label, runs))
                 print(f"{label}: {runs}", flush=True)
     finally:
@@ -118,10 +127,14 @@ def main():
     def cell(runs, key, fmt):
         v = np.array([r[key] for r in runs])
         return f"{np.median(v):{fmt}} ({v.min():{fmt}}-{v.max():{fmt}})"
-    print(f"\nfranky-sim, Cartesian impedance k_pos {K_POS:.0f} N/m, TCP pushed along x; median (min-max) of "
+    f1, f2 = args.forces
+    print(f"\nfranky-sim, Cartesian impedance k_pos {K_POS:.0f} N/m"
+          + (f" (k_pos_x {args.k_x:g})" if args.k_x is not None else "")
+          + f", TCP pushed along x with {f1:g} then {f2:g} N; median (min-max) of "
           f"{args.repeats}; identified with {'all base parameters' if args.inertial else 'the URDF inertials trusted'}"
           + (f"; k_rot {args.k_rot:g} N m/rad" if args.k_rot is not None else ""))
-    print("| model | k from 9 N [N/m] | k from 9 -> 18 N [N/m] | back 2 s after release [mm] | off-axis at 9 N [mm] "
+    print(f"| model | k from {f1:g} N [N/m] | k from {f1:g} -> {f2:g} N [N/m] | back 2 s after release [mm] "
+          f"| off-axis at {f1:g} N [mm] "
           "| max |dq| 4-5 s after release [rad/s] |")
     print("|---|--:|--:|--:|--:|--:|")
     for label, runs in results:
