@@ -6,8 +6,10 @@ friction at its start pose (k 300 N/m, k_rot 10, 9 N then 18 N).  ROS-free, in p
 
     .venv/bin/python bench/stiction_noise.py            # the table below
     .venv/bin/python bench/stiction_noise.py --cost     # what the dead zone costs the control path
+    .venv/bin/python bench/stiction_noise.py --on-board # only the rows of a sensor that low-passes itself
 
-Per row: the sensor's noise (force [N], moment [N m]), the loop's low-pass on the reading
+Per row: the sensor's noise (force [N], moment [N m]; white, or low-passed by the sensor itself at 1 kHz,
+first order, to the same spread), the loop's low-pass on the reading
 (wrench_filter_cutoff_hz, 0: none), the stiction deadband p0 (the file's 0.05; one row at 0.3, ten
 times the moment noise), the stiction term's dead zone off (the term as it was before it: tanh(p / p0)
 on the noisy pull) and on (4 x the noise each joint gets, from the sensor's samples through the loop's
@@ -25,15 +27,18 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test"))
 
 import friction_rig  # noqa: E402
-from friction_rig import FRANKA, K_PUSH, Q_FRANKY, SHARP, SOFT, file_loop, identify, law_friction, push  # noqa: E402
+from friction_rig import (FRANKA, K_PUSH, Q_FRANKY, SHARP, SOFT, SensorNoise, file_loop, identify,  # noqa: E402
+                          law_friction, push)
 
 import robot_dynamics.control.laws.friction as friction  # noqa: E402
 from robot_dynamics.control.laws.base import COMMON_DEFAULTS  # noqa: E402
 from robot_dynamics.dynamics import Model  # noqa: E402
 
-# (force noise [N], moment noise [N m], low-pass [Hz], p0 [N m]: None, the file's)
-NOISES = ((0.0, 0.0, 0.0, None), (0.02, 0.005, 0.0, None), (0.08, 0.028, 0.0, None), (0.1, 0.05, 0.0, None),
-          (0.08, 0.028, 30.0, None), (0.08, 0.028, 0.0, 0.3))
+# (force noise [N], moment noise [N m], low-pass [Hz], p0 [N m]: None, the file's; the sensor's own low-pass
+# [Hz], 0: none)
+NOISES = ((0.0, 0.0, 0.0, None, 0.0), (0.02, 0.005, 0.0, None, 0.0), (0.08, 0.028, 0.0, None, 0.0),
+          (0.1, 0.05, 0.0, None, 0.0), (0.08, 0.028, 30.0, None, 0.0), (0.08, 0.028, 0.0, 0.3, 0.0),
+          (0.08, 0.028, 0.0, None, 100.0), (0.08, 0.028, 0.0, None, 30.0))
 
 
 def cost():
@@ -92,27 +97,31 @@ def main():
                 raise SystemExit(f"identification failed: {run.message}")
             kw = dict(solref=solref, sensor=True, rest=3.0, hold=2.0, k=k, k_rot=k_rot, force=force,
                       **({} if plant is None else {"plant": plant, "q0": q0}))
-            for sf, sm, cutoff, p0 in NOISES:
+            for sf, sm, cutoff, p0, on_board in NOISES:
+                if "--on-board" in sys.argv and not on_board:
+                    continue
                 fr = law_friction(run.params)
                 if p0 is not None:
                     fr["friction_stiction_torque"] = p0
                 for dz, what in ((0.0, "off"), (on, "on")):
                     friction.NOISE_DEADZONE = dz
                     deadzones.clear()
-                    r = push(model, fr, noise=(np.random.default_rng(7), sf, sm),
+                    r = push(model, fr, noise=SensorNoise(np.random.default_rng(7), sf, sm, on_board),
                              loop_over={**file_loop(run.params), "wrench_filter_cutoff_hz": cutoff}, **kw)
                     p0_used = fr.get("friction_stiction_torque", COMMON_DEFAULTS["friction_stiction_torque"])
-                    rows.append((name, label, (sf, sm, cutoff, p0_used), what,
+                    rows.append((name, label, (sf, sm, cutoff, p0_used, on_board), what,
                                  float(deadzones[-1].deadzone.max()), r["k_single"] / k - 1, 1e3 * r["back"],
                                  r["creep_each"][-1]))
                     print(rows[-1], flush=True)
     friction.NOISE_DEADZONE = on
     print("\nStiction with a noisy F/T sensor: the file as written (p0 0.05 N m), pushed F then 2F, released")
-    print("| plant | dry friction | noise [N, N m] | low-pass [Hz] | p0 [N m] | dead zone | largest dead zone at "
-          "the end [N m] | first push | back 2 s after [mm] | at rest max \\|dq\\| [rad/s] |")
-    print("|---|---|---|--:|--:|---|--:|--:|--:|--:|")
-    for name, label, (sf, sm, cutoff, p0), what, dz, ks, back, creep in rows:
-        print(f"| {name} | {label} | {sf:g}, {sm:g} | {cutoff:g} | {p0:g} | {what} | {dz:.3f} | {100 * ks:+.1f} % | "
+    print("| plant | dry friction | noise [N, N m] | sensor's low-pass [Hz] | loop's low-pass [Hz] | p0 [N m] | "
+          "dead zone | largest dead zone at the end [N m] | first push | back 2 s after [mm] | at rest max "
+          "\\|dq\\| [rad/s] |")
+    print("|---|---|---|--:|--:|--:|---|--:|--:|--:|--:|")
+    for name, label, (sf, sm, cutoff, p0, on_board), what, dz, ks, back, creep in rows:
+        print(f"| {name} | {label} | {sf:g}, {sm:g} | {on_board:g} | {cutoff:g} | {p0:g} | {what} | {dz:.3f} | "
+              f"{100 * ks:+.1f} % | "
               f"{back:.2f} | {creep:.1e} |")
 
 

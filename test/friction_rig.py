@@ -9,6 +9,7 @@ rad/s), 0.002 s (the smallest at a 1 ms step) ten times steeper.  `adds_gravity`
 at the state each command is applied at (a Franka's driver), so the loop sends commands without it.
 """
 import copy
+import math
 
 import numpy as np
 
@@ -55,17 +56,38 @@ class Plant:
         return np.concatenate([R.T @ w[:3], R.T @ w[3:]])
 
 
+class SensorNoise:
+    """A sensor's noise each ms: Gaussian, per axis sigma_force [N] and sigma_moment [N m]; with
+    `on_board_hz` the sensor low-passes it itself (first order, y += (1 - b)(x - y), b = exp(-2 pi f
+    DT): consecutive samples correlated), its white input scaled by sqrt((1 + b) / (1 - b)) so that
+    the reading's spread is still the sigmas."""
+
+    def __init__(self, rng, sf, sm, on_board_hz=None):
+        self.rng, self.sd = rng, np.array([sf] * 3 + [sm] * 3)
+        self.b = 0.0 if not on_board_hz else math.exp(-2.0 * math.pi * on_board_hz * DT)
+        self.sd *= math.sqrt((1.0 + self.b) / (1.0 - self.b))
+        self.y = np.zeros(6)
+        if self.b:                              # from its stationary spread
+            self.y = self.rng.normal(0.0, 1.0, 6) * self.sd * math.sqrt((1.0 - self.b) / (1.0 + self.b))
+
+    def __call__(self):
+        self.y += (1.0 - self.b) * (self.rng.normal(0.0, 1.0, 6) * self.sd - self.y)
+        return self.y
+
+
 def drive(loop, plant, t0, seconds, until=None, record=None, sensor=False, noise=None):
     """The loop drives the plant for `seconds`: each ms the state (sensor: and the flange's F/T
-    reading; noise: (rng, sigma_force [N], sigma_moment [N m]) white noise added to it), a step, the
-    command held one ms."""
+    reading; noise: (rng, sigma_force [N], sigma_moment [N m]) white noise added to it, or a
+    SensorNoise), a step, the command held one ms."""
     sim = plant.sim
     k0 = int(round(t0 / DT))
     for k in range(k0, k0 + int(round(seconds / DT))):
         now = k * DT
         if sensor:
             w = plant.sensed_wrench()
-            if noise is not None:
+            if callable(noise):
+                w = w + noise()
+            elif noise is not None:
                 rng, sf, sm = noise
                 w = w + np.concatenate([rng.normal(0.0, sf, 3), rng.normal(0.0, sm, 3)])
             loop.estimation.set_wrench(w, plant.frame, now)

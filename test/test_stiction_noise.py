@@ -5,6 +5,8 @@ the noise into torque; the noise estimated from the sensor's samples as they arr
 WrenchProcessor.noise_covariance).  Oracles: the noise the test draws (its standard deviation per
 axis), the spread of what the law is given measured over time and mapped with Pinocchio's Jacobian,
 the term's formula written here, and the plant (MuJoCo's joint speeds at rest).  No ROS."""
+import math
+
 import numpy as np
 import pytest
 
@@ -41,16 +43,19 @@ def correlated_noise():
 SCENARIOS = {
     # name: (sample rate [Hz], each sample published this many times, seconds of zeros first (< 0: of a
     #        noise-free straight line, a simulator's ideal sensor under a steady push ramp), a gap
-    #        [t0, t1) without samples, the noise x this from t = 10 s, a push ramp [N/s] on fx)
-    "1kHz": (1000.0, 1, 0.0, None, 1.0, 0.0),
-    "100Hz": (100.0, 1, 0.0, None, 1.0, 0.0),
-    "500Hz_each_sample_twice": (500.0, 2, 0.0, None, 1.0, 0.0),
-    "1s_of_zeros_first": (1000.0, 1, 1.0, None, 1.0, 0.0),
-    "2s_noise_free_ramp_first": (1000.0, 1, -2.0, None, 1.0, 0.0),
-    "2s_gap": (1000.0, 1, 0.0, (6.0, 8.0), 1.0, 0.0),
-    "noise_x10_at_10s": (1000.0, 1, 0.0, None, 10.0, 0.0),
-    "100Hz_push_ramp_50N_per_s": (100.0, 1, 0.0, None, 1.0, 50.0),
-    "a_burst_first": (1000.0, 1, 0.0, None, 1.0, 0.0),
+    #        [t0, t1) without samples, the noise x this from t = 10 s, a push ramp [N/s] on fx, the
+    #        sensor's own first-order low-pass on the noise [Hz] or none)
+    "1kHz": (1000.0, 1, 0.0, None, 1.0, 0.0, None),
+    "100Hz": (100.0, 1, 0.0, None, 1.0, 0.0, None),
+    "500Hz_each_sample_twice": (500.0, 2, 0.0, None, 1.0, 0.0, None),
+    "1s_of_zeros_first": (1000.0, 1, 1.0, None, 1.0, 0.0, None),
+    "2s_noise_free_ramp_first": (1000.0, 1, -2.0, None, 1.0, 0.0, None),
+    "2s_gap": (1000.0, 1, 0.0, (6.0, 8.0), 1.0, 0.0, None),
+    "noise_x10_at_10s": (1000.0, 1, 0.0, None, 10.0, 0.0, None),
+    "100Hz_push_ramp_50N_per_s": (100.0, 1, 0.0, None, 1.0, 50.0, None),
+    "a_burst_first": (1000.0, 1, 0.0, None, 1.0, 0.0, None),
+    "1kHz_low_passed_on_board_at_100Hz": (1000.0, 1, 0.0, None, 1.0, 0.0, 100.0),
+    "500Hz_low_passed_on_board_at_100Hz": (500.0, 1, 0.0, None, 1.0, 0.0, 100.0),
 }
 
 
@@ -61,10 +66,14 @@ def test_the_noise_estimate_is_the_sensors_noise(scenario):
     it: at 1 kHz, at 100 Hz, each sample published twice, after a second of zeros (a driver before its
     sensor streams) or 2 s of a noise-free straight line (whose second differences are rounding: the
     clip must not lock the estimate there; judged 2.5-4.5 s after it), across a 2 s gap, with the noise
-    ten times larger from 10 s on, after a burst of two samples 5 us apart: over the last 4 s of 20 s
+    ten times larger from 10 s on, after a burst of two samples 5 us apart, low-passed by the sensor
+    itself at 100 Hz (y += (1 - b)(x - y), b = exp(-2 pi 100 / rate): consecutive samples correlated
+    (0.53 at 1 kHz), the noise (1 - b) / (1 + b) of the input's; an estimate from consecutive samples
+    gave 0.63 of its deviation at 1 kHz, 0.80 at 500 Hz): over the last 4 s of 20 s
     the estimate's deviation per axis within 10 % of the drawn one and its fx-ny, fy-nx correlations
     within 0.1 of the drawn ones, and the sample interval found."""
-    rate, repeat, zeros, gap, rise, ramp = SCENARIOS[scenario]
+    rate, repeat, zeros, gap, rise, ramp, onboard = SCENARIOS[scenario]
+    b = 0.0 if onboard is None else math.exp(-2.0 * math.pi * onboard / rate)
     # judged over the last 4 s; after the noise-free line, 2.5-4.5 s after the noise starts (the clip's
     # floor lets the estimate grow back in about 1.5 s; without it, from rounding, in about 4.5 s)
     window = (4.5, 6.5) if zeros < 0 else (16.0, 20.0)
@@ -75,7 +84,7 @@ def test_the_noise_estimate_is_the_sensors_noise(scenario):
     if scenario == "a_burst_first":               # two queued samples handed over 5 us apart, then 1 kHz
         est.add(np.full(6, 0.01), -0.001005)
         est.add(np.full(6, -0.01), -0.001)
-    seen, k = [], 0
+    seen, k, noise = [], 0, np.zeros(6)
     while (t := k / rate) < 20.0:
         k += 1
         if gap is not None and gap[0] <= t < gap[1]:
@@ -86,13 +95,14 @@ def test_the_noise_estimate_is_the_sensors_noise(scenario):
         if t < abs(zeros):
             x = np.zeros(6) if zeros > 0 else np.full(6, 3.0 * t)
         else:
-            x = signal + scale * (L @ rng.normal(0.0, 1.0, 6))
+            noise += (1.0 - b) * (scale * (L @ rng.normal(0.0, 1.0, 6)) - noise)
+            x = signal + noise
         for r in range(repeat):
             est.add(x, t + r / (rate * repeat))
         if window[0] <= t < window[1]:
             seen.append(est.covariance)
     got = np.mean(seen, axis=0)
-    want = C * (rise * rise)
+    want = C * (rise * rise) * (1.0 - b) / (1.0 + b)
     sd_got, sd_want = np.sqrt(np.diag(got)), np.sqrt(np.diag(want))
     np.testing.assert_allclose(sd_got, sd_want, rtol=0.10)
     for a, b in ((0, 4), (1, 3)):
@@ -101,19 +111,21 @@ def test_the_noise_estimate_is_the_sensors_noise(scenario):
 
 
 @pytest.mark.slow                                   # closed-loop MuJoCo runs, 4 s each
-@pytest.mark.parametrize("rate,cutoff,sensor", [(1000.0, 0.0, "panda_link8"), (1000.0, 30.0, "panda_link8"),
-                                                (100.0, 0.0, "panda_link8"), (100.0, 30.0, "panda_link8"),
-                                                (1000.0, 0.0, "panda_link7"), (1000.0, 30.0, "panda_hand")],
-                         ids=["1kHz", "1kHz_lowpass30", "100Hz", "100Hz_lowpass30", "1kHz_sensor_on_link7",
-                              "1kHz_lowpass30_sensor_on_the_hand"])
-def test_the_dead_zone_is_the_noise_the_law_is_given(model, rate, cutoff, sensor):
+@pytest.mark.parametrize("rate,cutoff,sensor,on_board", [
+    (1000.0, 0.0, "panda_link8", 0.0), (1000.0, 30.0, "panda_link8", 0.0), (100.0, 0.0, "panda_link8", 0.0),
+    (100.0, 30.0, "panda_link8", 0.0), (1000.0, 0.0, "panda_link7", 0.0), (1000.0, 30.0, "panda_hand", 0.0),
+    (1000.0, 0.0, "panda_link8", 100.0)],
+    ids=["1kHz", "1kHz_lowpass30", "100Hz", "100Hz_lowpass30", "1kHz_sensor_on_link7",
+         "1kHz_lowpass30_sensor_on_the_hand", "1kHz_low_passed_on_board_at_100Hz"])
+def test_the_dead_zone_is_the_noise_the_law_is_given(model, rate, cutoff, sensor, on_board):
     """The loop holding the rig's Panda (test/friction_rig.py) still, an F/T sensor whose reading is white
-    noise of SIGMA at `rate` (held between samples), at the flange, on link 7 (0.107 m before it: the
-    loop moves the reading to the flange, force noise into the moment) or on the hand (turned 45 deg
-    about z from the flange: the axes mixed), with the loop's low-pass at
-    `cutoff` Hz or none: each joint's dead zone is NOISE_DEADZONE x the standard deviation of J^T
-    diag(R, R) w, w the wrench the law is given at each step over the last 2 s (J, R: Pinocchio's at
-    the flange), within 15 %.  (A first version estimated the noise from the filtered reading's
+    noise of SIGMA at `rate` (held between samples; in one case low-passed by the sensor itself at 100
+    Hz, consecutive samples correlated: from consecutive samples the dead zone came out 0.63 x), at
+    the flange, on link 7 (0.107 m before it: the loop moves the reading to the flange, force noise
+    into the moment) or on the hand (turned 45 deg about z from the flange: the axes mixed), with the
+    loop's low-pass at `cutoff` Hz or none: each joint's dead zone is NOISE_DEADZONE x the standard
+    deviation of J^T diag(R, R) w, w the wrench the law is given at each step over the last 2 s (J, R:
+    Pinocchio's at the flange), within 15 %.  (A first version estimated the noise from the filtered reading's
     consecutive differences: behind a 30 Hz filter the dead zone came out low and the released arm
     dithered at 1.6e-3 rad/s on the sharp rig, 3.0e-3 on the soft.)"""
     pytest.importorskip("mujoco")
@@ -130,11 +142,14 @@ def test_the_dead_zone_is_the_noise_the_law_is_given(model, rate, cutoff, sensor
     data = pm.createData()
     mapped = []
     sample_every = int(round(1.0 / (rate * DT)))
+    b = math.exp(-2.0 * math.pi * on_board / rate)
+    reading = np.zeros(6)
     steps = 4000
     for k in range(steps):
         now = k * DT
         if k % sample_every == 0:
-            loop.estimation.set_wrench(rng.normal(0.0, SIGMA), sensor, now)
+            reading += (1.0 - b) * (rng.normal(0.0, SIGMA) - reading)
+            loop.estimation.set_wrench(reading.copy(), sensor, now)
         loop.update_state(plant.sim.q, plant.sim.v, now)
         tau, _ = loop.step(now)
         plant.step(tau)
@@ -225,24 +240,27 @@ def test_the_cartesian_law_maps_the_noise_as_its_pull_takes_the_wrench(model):
 
 
 @pytest.mark.slow                                   # an identification and a closed-loop MuJoCo run each
-@pytest.mark.parametrize("solref,cutoff", [("sharp", 0.0), ("soft", 0.0), ("sharp", 30.0), ("soft", 30.0)],
-                         ids=["sharp", "soft", "sharp_lowpass30", "soft_lowpass30"])
-def test_a_noisy_sensor_leaves_the_released_arm_at_rest(model, solref, cutoff):
+@pytest.mark.parametrize("solref,cutoff,on_board", [("sharp", 0.0, 0.0), ("soft", 0.0, 0.0), ("sharp", 30.0, 0.0),
+                                                   ("soft", 30.0, 0.0), ("soft", 0.0, 30.0)],
+                         ids=["sharp", "soft", "sharp_lowpass30", "soft_lowpass30", "soft_low_passed_on_board_at_30Hz"])
+def test_a_noisy_sensor_leaves_the_released_arm_at_rest(model, solref, cutoff, on_board):
     """The rig's Panda (test/friction_rig.py), the file as written (its stiction deadband p0 0.05 N m),
     Cartesian k 450 N/m, the push measured by an F/T sensor whose reading carries white noise of 0.08 N
     and 0.028 N m (about 0.03-0.05 N m at the joints, near p0: without the dead zone the term flips with
     it and the released arm dithers), the reading taken as it comes or through the loop's 30 Hz low-pass
-    (wrench_filter_cutoff_hz): the first push within 5 % of k, back within 1 mm 2 s after the release,
+    (wrench_filter_cutoff_hz), or from a sensor that low-passes it itself at 30 Hz to that spread
+    (consecutive samples correlated: estimated from them, the dead zone came out a third as wide and
+    the arm dithered at 9.3e-3 rad/s; with it 7.5e-4, without the dead zone 1.6e-2): the first push within 5 % of k, back within 1 mm 2 s after the release,
     and no joint faster than 1e-3 rad/s over the last 0.5 s of 3 s more at rest.  Measured with these
     pushes (4 s holds; bench/stiction_noise.py holds 2 s), sharp / soft: at rest 2.7e-5 / 8.6e-5 rad/s
     with the dead zone, 2.8e-3 / 8.5e-3 without; through the low-pass 8.0e-5 / 8.7e-5, without it
     2.2e-3 / 6.3e-3; the first push +2.8 / +2.6 % (+2.9 / +2.6 % through the low-pass)."""
     pytest.importorskip("mujoco")
-    from friction_rig import K_PUSH, SHARP, SOFT, file_loop, identify, law_friction, push
+    from friction_rig import K_PUSH, SHARP, SOFT, SensorNoise, file_loop, identify, law_friction, push
     sr = {"sharp": SHARP, "soft": SOFT}[solref]
     run = identify(model, sr)
     assert run.ok, run.message
-    noise = (np.random.default_rng(7), 0.08, 0.028)
+    noise = SensorNoise(np.random.default_rng(7), 0.08, 0.028, on_board)
     r = push(model, law_friction(run.params), solref=sr, sensor=True, noise=noise, rest=3.0,
              loop_over={**file_loop(run.params), "wrench_filter_cutoff_hz": cutoff})
     assert abs(r["k_single"] / K_PUSH - 1) < 0.05, r

@@ -29,34 +29,58 @@ NOISE_TIME = 1.0          # s: the averaging time of the sensor noise estimate
 NOISE_CLIP = 4.0          # a second difference counts at most this many x its expected size (an impact)
 NOISE_GAP = 10.0          # samples further apart than this many x the usual interval restart the chain
 NOISE_FLOOR = 1e-4        # N, N m: the clip never below this (an estimate near zero is not locked there)
+NOISE_LAG = 0.01          # s: the second differences' lag (samples of a sensor that low-passes on board decorrelated)
+NOISE_LAG_MAX = 64        # samples: the lag at most (a sensor faster than 6.4 kHz: a shorter lag)
 
 
 class NoiseEstimate:
-    """The white noise on a sensor's reading, from its samples as they arrive: the covariance [6x6] from
-    the second differences of consecutive samples, d = x_k - 2 x_k-1 + x_k-2 (E[d d^T] = 6 C for white
-    noise of covariance C; a reading that moves along a straight line between samples adds nothing, one
-    that bends slowly next to the sample rate next to nothing), averaged over NOISE_TIME (weighted by the
-    time between samples; bias-corrected while it fills).  An axis' difference beyond NOISE_CLIP x its
-    expected size (a contact's or an impact's step) counts as that size, once the estimate has filled,
-    but never below NOISE_FLOOR (an estimate near zero, after a noise-free stretch, grows back: by
-    (1 + 15 a) a sample at most, about 1.5 s from the floor to 0.03 N at 1 kHz).  A sample
-    equal to the previous one on every axis is a repeat (a driver publishing faster than its sensor) and
-    is skipped; after a gap (more than NOISE_GAP usual intervals, or NOISE_TIME) or a non-finite
-    difference the chain of differences restarts.  Assumes consecutive samples independent: a sensor
-    that low-passes on board makes them correlated and the estimate low.  `interval`: the mean time
-    between samples [s]."""
+    """The noise on a sensor's reading, from its samples as they arrive: the covariance [6x6] from second
+    differences d = x_k - 2 x_k-l + x_k-2l over a lag of l samples spanning NOISE_LAG (at least one; at
+    most NOISE_LAG_MAX), E[d d^T] = 6 C for noise of covariance C whose samples l apart are independent:
+    white noise, and near enough the noise of a sensor that low-passes on board (first order, at 1 kHz:
+    1.00 of its spread at 100 Hz on board, 0.97 at 50, 0.86 at 30, 0.62 at 10, where consecutive
+    samples, l = 1, gave 0.62, 0.46, 0.35, 0.20).  A reading that moves along a straight line adds
+    nothing, one that bends slowly next to the lag next to nothing.  Averaged over NOISE_TIME (weighted
+    by the time between samples; bias-corrected while it fills).  Once the estimate has filled, an axis'
+    consecutive-sample difference x_k - 2 x_k-1 + x_k-2 beyond NOISE_CLIP x its expected size is an
+    event (a contact's or an impact's step, the noise rising): for the 2 l samples whose lag difference
+    holds it the consecutive-sample difference counts instead (a step counts twice, not 2 l times),
+    every difference clipped at that size but never below NOISE_FLOOR (an estimate near zero, after a
+    noise-free stretch, grows back: by (1 + 15 a) a sample at most, about 1.5 s from the floor to 0.03 N
+    at 1 kHz).  A sample equal to the previous one on every axis is a repeat (a driver publishing faster
+    than its sensor) and is skipped; after a gap (more than NOISE_GAP usual intervals, or NOISE_TIME) or
+    a non-finite difference the chain of samples restarts (the lag is set from the chain's first
+    interval).  A sensor that low-passes further on board still comes out low.  `interval`: the mean
+    time between samples [s]."""
 
     def __init__(self, n=6):
         self._cov, self._weight = np.zeros((n, n)), 0.0
-        self._x1, self._x2, self._t = np.zeros(n), np.zeros(n), None
-        self._chain = 0                                # consecutive samples held (0, 1, 2)
-        self._d, self._lim, self._dd = np.zeros(n), np.zeros(n), np.zeros((n, n))
+        self._var = self._cov.reshape(-1)[::n + 1]     # a view of the diagonal
+        self._buf = np.zeros((2 * NOISE_LAG_MAX + 1, n))   # the chain's last 2 l + 1 samples, a ring
+        self._t = None
+        self._chain = 0                                # samples held in the ring (up to 2 l + 1)
+        self._lag, self._pos = 1, 0                    # l; the ring's row of the last sample
+        self._W = None                                 # per ring row of the last sample: [d1; dl] = W buf
+        self._D, self._lim, self._e = np.zeros((2, n)), np.zeros(n), np.zeros(n)
+        self._over, self._dd = np.zeros(n, dtype=bool), np.zeros((n, n))
+        self._mute = 0                                 # the lag's differences still holding an event
         self.interval = None
 
+    def _weights(self, lag):
+        """W[p] (2 x m, m = 2 lag + 1): the rows of the ring combined into the consecutive samples' and
+        the lag's second differences when the last sample sits in row p."""
+        m = 2 * lag + 1
+        W = np.zeros((m, 2, m))
+        for p in range(m):
+            for row, step in ((0, 1), (1, lag)):
+                W[p, row, p] += 1.0
+                W[p, row, (p - step) % m] -= 2.0
+                W[p, row, (p - 2 * step) % m] += 1.0
+        return W
+
     def add(self, sample, t):
-        d = self._d
-        np.subtract(sample, self._x1, out=d)
-        if self._chain and not d.any():
+        buf = self._buf
+        if self._chain and np.array_equal(sample, buf[self._pos]):
             return                                     # a repeat of the last sample
         if self._t is None or t <= self._t or t - self._t >= NOISE_TIME or (
                 self.interval is not None and t - self._t > NOISE_GAP * self.interval):
@@ -65,20 +89,39 @@ class NoiseEstimate:
         dt = t - self._t
         if self._chain == 1:
             self.interval = dt
-            self._x2[:] = self._x1
-            self._x1[:] = sample
-            self._t, self._chain = t, 2
-            return
-        d -= self._x1                                  # sample - 2 x_k-1 + x_k-2
-        d += self._x2
-        if not math.isfinite(d @ d):
+            lag = min(max(int(round(NOISE_LAG / dt)), 1), NOISE_LAG_MAX)
+            if lag != self._lag or self._W is None:
+                self._lag, self._W = lag, self._weights(lag)
+        else:
+            self.interval += min(dt / NOISE_TIME, 1.0) * (dt - self.interval)
+        m = 2 * self._lag + 1
+        self._pos = p = (self._pos + 1) % m
+        buf[p] = sample
+        self._t = t
+        if self._chain < m:
+            self._chain += 1
+            if self._chain < m:
+                return                                 # the ring fills first
+        D = self._D
+        np.matmul(self._W[p], buf[:m], out=D)          # [x_k - 2 x_k-1 + x_k-2; x_k - 2 x_k-l + x_k-2l]
+        if not math.isfinite(D.sum()):
             self._restart(sample, t)
             return
+        d = D[1]
         if self._weight > 0.5:
-            lim = self._lim
-            np.multiply(self._cov.flat[::7], 6.0 * NOISE_CLIP * NOISE_CLIP / self._weight, out=lim)
+            # an event (a contact's or an impact's step, the noise rising) shows in the consecutive
+            # samples' difference at once and in the lag's for 2 l samples: while the lag's hold it,
+            # the consecutive samples' difference counts instead; either clipped
+            lim, e = self._lim, self._e
+            np.multiply(self._var, 6.0 * NOISE_CLIP * NOISE_CLIP / self._weight, out=lim)
+            np.maximum(lim, NOISE_FLOOR * NOISE_FLOOR, out=lim)          # squared
+            np.multiply(D[0], D[0], out=e)
+            if np.greater(e, lim, out=self._over).any():
+                self._mute = 2 * self._lag
+            if self._mute:
+                self._mute -= 1
+                d = D[0]
             np.sqrt(lim, out=lim)
-            np.maximum(lim, NOISE_FLOOR, out=lim)
             np.clip(d, -lim, lim, out=d)
         a = min(dt / NOISE_TIME, 1.0)
         dd = self._dd
@@ -87,15 +130,12 @@ class NoiseEstimate:
         self._cov *= 1.0 - a
         self._cov += dd
         self._weight += a * (1.0 - self._weight)
-        self.interval += a * (dt - self.interval)
-        self._x2[:] = self._x1
-        self._x1[:] = sample
-        self._t = t
 
     def _restart(self, sample, t):
-        """A new chain from `sample`; the interval found again from the next one (after a burst of two
-        samples microseconds apart every later one would otherwise count as a gap)."""
-        self._x1[:] = sample
+        """A new chain from `sample`; the interval (and the lag) found again from the next one (after a
+        burst of two samples microseconds apart every later one would otherwise count as a gap)."""
+        self._pos, self._mute = 0, 0
+        self._buf[0] = sample
         self._t, self._chain = t, 1
         self.interval = None
 

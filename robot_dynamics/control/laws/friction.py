@@ -65,11 +65,11 @@ meets the term:
 
       p -> sign(p) max(|p| - d, 0),   d_i = NOISE_DEADZONE sigma_i
 
-  sigma_i the noise joint i gets from the sensor (sensed_deadzone): the raw reading's white noise
-  (its 6x6 covariance: a sensor's channels share gauges), estimated as its samples arrive
-  (wrench.NoiseEstimate: from second differences of consecutive samples, over about 1 s; repeats
-  skipped), carried through what the loop does to the reading (the frame change, the low-pass's noise
-  gain: WrenchProcessor.noise_covariance, State.wrench_cov) and through what the pull takes of it:
+  sigma_i the noise joint i gets from the sensor (sensed_deadzone): the raw reading's noise (its 6x6
+  covariance: a sensor's channels share gauges), estimated as its samples arrive
+  (wrench.NoiseEstimate: from second differences over 10 ms, over about 1 s; repeats skipped),
+  carried through what the loop does to the reading (the frame change, the low-pass's noise gain:
+  WrenchProcessor.noise_covariance, State.wrench_cov) and through what the pull takes of it:
   J^T diag(R, R), and on force axes the force law's kp too.  A steady noise-free reading, or one moving
   along a straight line, gives d = 0: the term above.  At 4 sigma the noise leaves the dead zone on
   6e-5 of the samples: at rest the released arms of bench/stiction_noise.py move at most 1.5e-4 rad/s

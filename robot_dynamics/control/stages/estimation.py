@@ -37,7 +37,7 @@ class Estimation:
         self.wrench_raw = None
         self.wrench_raw_frame = ""
         self.wrench_time = -math.inf
-        self.wrench_noise = NoiseEstimate()            # the raw reading's white noise, per axis
+        self.wrench_noise = NoiseEstimate()            # the raw reading's noise (6x6 covariance)
         if self.cartesian and p["sensor_frame"]:
             self.wrench_proc = self._make_wrench_processor(p["sensor_frame"])
         self._make_observer(p)
