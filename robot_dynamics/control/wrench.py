@@ -41,11 +41,11 @@ class NoiseEstimate:
     1.00 of its spread at 100 Hz on board, 0.97 at 50, 0.86 at 30, 0.62 at 10, where consecutive
     samples, l = 1, gave 0.62, 0.46, 0.35, 0.20).  A reading that moves along a straight line adds
     nothing, one that bends slowly next to the lag next to nothing.  Averaged over NOISE_TIME (weighted
-    by the time between samples; bias-corrected while it fills).  Once the estimate has filled, an axis'
-    consecutive-sample difference x_k - 2 x_k-1 + x_k-2 beyond NOISE_CLIP x its expected size is an
-    event (a contact's or an impact's step, the noise rising): for the 2 l samples whose lag difference
-    holds it the consecutive-sample difference counts instead (a step counts twice, not 2 l times),
-    every difference clipped at that size but never below NOISE_FLOOR (an estimate near zero, after a
+    by the time between samples; bias-corrected while it fills, from consecutive samples until then: no
+    event can be told without an estimate).  Once it has filled, an axis' consecutive-sample difference
+    x_k - 2 x_k-1 + x_k-2 beyond NOISE_CLIP x its expected size is an event (a contact's or an impact's
+    step, the noise rising): for the 2 l samples whose lag difference holds it the consecutive-sample
+    difference counts instead (a step counts twice, not 2 l times), every difference clipped at that size but never below NOISE_FLOOR (an estimate near zero, after a
     noise-free stretch, grows back: by (1 + 15 a) a sample at most, about 1.5 s from the floor to 0.03 N
     at 1 kHz).  A sample equal to the previous one on every axis is a repeat (a driver publishing faster
     than its sensor) and is skipped; after a gap (more than NOISE_GAP usual intervals, or NOISE_TIME) or
@@ -107,7 +107,7 @@ class NoiseEstimate:
         if not math.isfinite(D.sum()):
             self._restart(sample, t)
             return
-        d = D[1]
+        d = D[1] if self._weight > 0.5 else D[0]      # while it fills, no event is told: consecutive samples
         if self._weight > 0.5:
             # an event (a contact's or an impact's step, the noise rising) shows in the consecutive
             # samples' difference at once and in the lag's for 2 l samples: while the lag's hold it,
