@@ -111,9 +111,73 @@ def test_the_noise_estimate_is_the_sensors_noise(scenario):
     want = C * (rise * rise) * (1.0 - b) / (1.0 + b)
     sd_got, sd_want = np.sqrt(np.diag(got)), np.sqrt(np.diag(want))
     np.testing.assert_allclose(sd_got, sd_want, rtol=0.10)
-    for a, b in ((0, 4), (1, 3)):
-        assert abs(got[a, b] / (sd_got[a] * sd_got[b]) - want[a, b] / (sd_want[a] * sd_want[b])) < 0.1
+    for i, j in ((0, 4), (1, 3)):
+        assert abs(got[i, j] / (sd_got[i] * sd_got[j]) - want[i, j] / (sd_want[i] * sd_want[j])) < 0.1
     assert est.interval == pytest.approx(1.0 / rate, rel=1e-6)
+
+
+def _estimate_over(samples, stamps, window):
+    """The mean of NoiseEstimate's deviations per axis over the samples whose stamps are in `window`."""
+    est, seen = NoiseEstimate(), []
+    for x, t in zip(samples, stamps):
+        est.add(x, t)
+        if window[0] <= t < window[1]:
+            seen.append(np.sqrt(np.diag(est.covariance)))
+    return np.mean(seen, axis=0), est
+
+
+@pytest.mark.parametrize("on_board,tol", [(None, 0.04), (100.0, 0.04), (30.0, 0.10)],
+                         ids=["white", "low_passed_on_board_at_100Hz", "low_passed_on_board_at_30Hz"])
+def test_steps_in_the_reading_do_not_count_as_noise(on_board, tol):
+    """A reading at 1 kHz that steps by 1, 3 or 30 N on fx every 2 s (a contact, an impact), its noise
+    white or the sensor low-passing reading and noise together at 100 or 30 Hz (the step then spread
+    over some 10-30 ms): the estimate over 16-20 s within 4 % (10 % at 30 Hz: its 30 N steps still add
+    7.6 %) of the same noise without the steps, on every axis.  (With an event told from the lag's
+    spread and the lag's difference muted only 2 l samples, the 30 Hz sensor's 30 N steps raised fx
+    14 %.)"""
+    rate = 1000.0
+    b = 0.0 if on_board is None else math.exp(-2.0 * math.pi * on_board / rate)
+    rng = np.random.default_rng(21)
+    L = np.linalg.cholesky(correlated_noise())
+    n = int(20.0 * rate)
+    stamps = np.arange(n) / rate
+    noise = np.array([L @ rng.normal(0.0, 1.0, 6) for _ in range(n)])
+    steps = (np.floor(stamps / 2.0) % 2)[:, None] * np.array([1.0, 0, 0, 0, 0, 0])
+
+    def sensed(x):                                # the sensor's own first-order low-pass, or none
+        y, out = np.zeros(6), np.empty_like(x)
+        for k in range(len(x)):
+            y += (1.0 - b) * (x[k] - y)
+            out[k] = y
+        return out
+    base, _ = _estimate_over(sensed(noise), stamps, (16.0, 20.0))
+    for size in (1.0, 3.0, 30.0):
+        got, _ = _estimate_over(sensed(noise + size * steps), stamps, (16.0, 20.0))
+        np.testing.assert_allclose(got, base, rtol=tol, err_msg=f"{size} N steps")
+
+
+def test_the_lag_follows_the_interval_the_samples_settle_to():
+    """The same 1 kHz samples (white noise, low-passed by the sensor at 30 Hz) stamped as a driver may:
+    exactly 1 ms apart, or with the first interval 3 ms (a late first sample: the lag was set from it
+    alone) and every stamp then quantised to 0.1 ms with 0.2 ms of jitter: over 16-20 s the estimates
+    within 3 % of each other.  (With the lag kept from the first interval, 3 samples for 10, the
+    second came out 0.67 of the first.)"""
+    rate = 1000.0
+    b = math.exp(-2.0 * math.pi * 30.0 / rate)
+    rng = np.random.default_rng(8)
+    n = int(20.0 * rate)
+    y, samples = np.zeros(6), []
+    for _ in range(n):
+        y += (1.0 - b) * (rng.normal(0.0, 0.05, 6) - y)
+        samples.append(y.copy())
+    exact = np.arange(n) / rate
+    jitter = np.round((exact + 0.002 + rng.uniform(-2e-4, 2e-4, n)) * 1e4) / 1e4
+    jitter[0] = 0.0                               # the second sample 3 ms after the first
+    jitter = np.maximum.accumulate(jitter + np.arange(n) * 1e-9)
+    a, _ = _estimate_over(samples, exact, (16.0, 20.0))
+    c, est = _estimate_over(samples, jitter, (16.0, 20.0))
+    assert est.interval == pytest.approx(1.0 / rate, rel=0.05)     # time-weighted: a little over 1 ms
+    np.testing.assert_allclose(c, a, rtol=0.03)
 
 
 @pytest.mark.slow                                   # closed-loop MuJoCo runs, 4 s each
@@ -148,7 +212,7 @@ def test_the_dead_zone_is_the_noise_the_law_is_given(model, rate, cutoff, sensor
     data = pm.createData()
     mapped = []
     sample_every = int(round(1.0 / (rate * DT)))
-    b = math.exp(-2.0 * math.pi * on_board / rate)
+    b = math.exp(-2.0 * math.pi * on_board / rate) if on_board else 0.0
     reading = np.zeros(6)
     steps = 4000
     for k in range(steps):
@@ -171,6 +235,7 @@ def test_the_dead_zone_is_the_noise_the_law_is_given(model, rate, cutoff, sensor
             w = np.concatenate([R @ st.wrench[:3], R @ st.wrench[3:]])
             mapped.append(J.T @ w)
     spread = np.std(mapped, axis=0)
+    assert np.all(spread > 1e-3), spread                     # the law was given the noise
     np.testing.assert_allclose(loop.law.friction.deadzone, NOISE_DEADZONE * spread, rtol=0.15)
 
 

@@ -18,6 +18,7 @@ the model's kinematics at q: with sensor origin p and axes R relative to the tar
 which conserves power with the rigid-body twist.  expressed_in="local_world_aligned" gives the
 wrench about the target origin in world axes instead (`frame` is then "world").
 """
+import functools
 import math
 
 import numpy as np
@@ -38,62 +39,56 @@ class NoiseEstimate:
     differences d = x_k - 2 x_k-l + x_k-2l over a lag of l samples spanning NOISE_LAG (at least one; at
     most NOISE_LAG_MAX), E[d d^T] = 6 C for noise of covariance C whose samples l apart are independent:
     white noise, and near enough the noise of a sensor that low-passes on board (first order, at 1 kHz:
-    1.00 of its spread at 100 Hz on board, 0.97 at 50, 0.86 at 30, 0.62 at 10, where consecutive
+    1.00 of its spread at 100 Hz on board, 0.97 at 50, 0.90 at 30, 0.62 at 10, where consecutive
     samples, l = 1, gave 0.62, 0.46, 0.35, 0.20).  A reading that moves along a straight line adds
     nothing, one that bends slowly next to the lag next to nothing.  Averaged over NOISE_TIME (weighted
-    by the time between samples; bias-corrected while it fills, from consecutive samples until then: no
-    event can be told without an estimate).  Once it has filled, an axis' consecutive-sample difference
-    x_k - 2 x_k-1 + x_k-2 beyond NOISE_CLIP x its expected size is an event (a contact's or an impact's
-    step, the noise rising): for the 2 l samples whose lag difference holds it the consecutive-sample
-    difference counts instead (a step counts twice, not 2 l times), every difference clipped at that size but never below NOISE_FLOOR (an estimate near zero, after a
-    noise-free stretch, grows back: by (1 + 15 a) a sample at most, about 1.5 s from the floor to 0.03 N
-    at 1 kHz).  A sample equal to the previous one on every axis is a repeat (a driver publishing faster
-    than its sensor) and is skipped; after a gap (more than NOISE_GAP usual intervals, or NOISE_TIME) or
-    a non-finite difference the chain of samples restarts (the lag is set from the chain's first
-    interval).  A sensor that low-passes further on board still comes out low.  `interval`: the mean
-    time between samples [s]."""
+    by the time between samples; bias-corrected while it fills, from the consecutive-sample differences
+    d0 = x_k - 2 x_k-1 + x_k-2 until then: no event can be told without an estimate, so a sensor that
+    low-passes on board starts low: at 30 Hz 0.6 of its spread after 1 s, 0.88 after 3 s).  Then a
+    d0 beyond NOISE_CLIP x its own spread on any axis is an event (a contact's or an impact's step, the
+    noise rising): while d holds it (2 l samples, and for as long as d stays beyond its clip, a step
+    that the sensor's own low-pass spreads out) d0 counts instead, scaled by the ratio of the two
+    spreads; every difference clipped at NOISE_CLIP x its expected size, never below NOISE_FLOOR (an
+    estimate near zero, after a noise-free stretch, grows back: by (1 + 15 a) a sample at most, about
+    1.5 s from the floor to 0.03 N at 1 kHz).  A sample equal to the previous one on every axis is a
+    repeat (a driver publishing faster than its sensor) and is skipped; after a gap (more than
+    NOISE_GAP usual intervals, or NOISE_TIME) or a non-finite difference the chain of samples restarts;
+    the lag comes from the mean interval, the chain refilled when that settles 0.75 sample or more
+    from it (a late first sample, a driver's rate).  A sensor that low-passes further on board still
+    comes out low.  `interval`: the mean time between samples [s]."""
 
     def __init__(self, n=6):
         self._cov, self._weight = np.zeros((n, n)), 0.0
         self._var = self._cov.reshape(-1)[::n + 1]     # a view of the diagonal
+        self._v0 = np.zeros(n)                         # the consecutive-sample differences' mean square
         self._buf = np.zeros((2 * NOISE_LAG_MAX + 1, n))   # the chain's last 2 l + 1 samples, a ring
         self._t = None
         self._chain = 0                                # samples held in the ring (up to 2 l + 1)
         self._lag, self._pos = 1, 0                    # l; the ring's row of the last sample
-        self._W = None                                 # per ring row of the last sample: [d1; dl] = W buf
-        self._D, self._lim, self._e = np.zeros((2, n)), np.zeros(n), np.zeros(n)
-        self._over, self._dd = np.zeros(n, dtype=bool), np.zeros((n, n))
-        self._mute = 0                                 # the lag's differences still holding an event
+        self._W = _lag_weights(1)
+        self._D, self._lim, self._lim0 = np.zeros((2, n)), np.zeros(n), np.zeros(n)
+        self._e, self._e1, self._over = np.zeros(n), np.zeros(n), np.zeros(n, dtype=bool)
+        self._dd = np.zeros((n, n))
+        self._mute = 0                                 # samples the lag's difference still holds an event
         self.interval = None
 
-    def _weights(self, lag):
-        """W[p] (2 x m, m = 2 lag + 1): the rows of the ring combined into the consecutive samples' and
-        the lag's second differences when the last sample sits in row p."""
-        m = 2 * lag + 1
-        W = np.zeros((m, 2, m))
-        for p in range(m):
-            for row, step in ((0, 1), (1, lag)):
-                W[p, row, p] += 1.0
-                W[p, row, (p - step) % m] -= 2.0
-                W[p, row, (p - 2 * step) % m] += 1.0
-        return W
-
     def add(self, sample, t):
-        buf = self._buf
-        if self._chain and np.array_equal(sample, buf[self._pos]):
+        buf, over = self._buf, self._over
+        if self._chain and not np.not_equal(sample, buf[self._pos], out=over).any():
             return                                     # a repeat of the last sample
         if self._t is None or t <= self._t or t - self._t >= NOISE_TIME or (
                 self.interval is not None and t - self._t > NOISE_GAP * self.interval):
             self._restart(sample, t)                   # the first sample, a clock that restarted, a gap
             return
         dt = t - self._t
-        if self._chain == 1:
+        if self.interval is None:
             self.interval = dt
-            lag = min(max(int(round(NOISE_LAG / dt)), 1), NOISE_LAG_MAX)
-            if lag != self._lag or self._W is None:
-                self._lag, self._W = lag, self._weights(lag)
         else:
             self.interval += min(dt / NOISE_TIME, 1.0) * (dt - self.interval)
+        if self._chain == 1:                           # the lag from the interval so far
+            lag = min(max(int(round(NOISE_LAG / self.interval)), 1), NOISE_LAG_MAX)
+            if lag != self._lag:
+                self._lag, self._W = lag, _lag_weights(lag)
         m = 2 * self._lag + 1
         self._pos = p = (self._pos + 1) % m
         buf[p] = sample
@@ -102,28 +97,54 @@ class NoiseEstimate:
             self._chain += 1
             if self._chain < m:
                 return                                 # the ring fills first
+            if self._weight > 0.5:
+                self._mute = 2 * self._lag             # a step while it filled: not seen in d1
+        else:
+            target = NOISE_LAG / self.interval
+            if abs(target - self._lag) > 0.75 and min(max(int(round(target)), 1), NOISE_LAG_MAX) != self._lag:
+                self._chain, self._pos = 1, 0          # the interval has settled elsewhere: another lag
+                buf[0] = sample
+                return
         D = self._D
         np.matmul(self._W[p], buf[:m], out=D)          # [x_k - 2 x_k-1 + x_k-2; x_k - 2 x_k-l + x_k-2l]
         if not math.isfinite(D.sum()):
             self._restart(sample, t)
             return
-        d = D[1] if self._weight > 0.5 else D[0]      # while it fills, no event is told: consecutive samples
-        if self._weight > 0.5:
-            # an event (a contact's or an impact's step, the noise rising) shows in the consecutive
-            # samples' difference at once and in the lag's for 2 l samples: while the lag's hold it,
-            # the consecutive samples' difference counts instead; either clipped
-            lim, e = self._lim, self._e
+        a = min(dt / NOISE_TIME, 1.0)
+        d0, d, e0 = D[0], D[1], self._e
+        np.multiply(d0, d0, out=e0)
+        if self._weight <= 0.5:                       # filling: no event can be told yet
+            d = d0
+        else:
+            # an event (a contact's or an impact's step, the noise rising) shows in d0 at once, measured
+            # against d0's own spread (a sensor that low-passes on board makes it small), and in d for
+            # 2 l samples and for as long as d stays beyond its clip: meanwhile d0 counts instead,
+            # scaled to d's spread; each clipped
+            lim, lim0, over = self._lim, self._lim0, self._over
+            floor = NOISE_FLOOR * NOISE_FLOOR
             np.multiply(self._var, 6.0 * NOISE_CLIP * NOISE_CLIP / self._weight, out=lim)
-            np.maximum(lim, NOISE_FLOOR * NOISE_FLOOR, out=lim)          # squared
-            np.multiply(D[0], D[0], out=e)
-            if np.greater(e, lim, out=self._over).any():
+            np.maximum(lim, floor, out=lim)                               # squared
+            np.multiply(self._v0, NOISE_CLIP * NOISE_CLIP / self._weight, out=lim0)
+            np.maximum(lim0, floor, out=lim0)
+            if np.greater(e0, lim0, out=over).any():
                 self._mute = 2 * self._lag
+            elif self._mute:
+                e1 = self._e1
+                np.multiply(d, d, out=e1)
+                if np.greater(e1, lim, out=over).any():
+                    self._mute += 1                    # d still holds it
+            np.minimum(e0, lim0, out=e0)
+            np.sqrt(lim, out=lim)
             if self._mute:
                 self._mute -= 1
-                d = D[0]
-            np.sqrt(lim, out=lim)
+                np.sqrt(lim0, out=lim0)
+                np.clip(d0, -lim0, lim0, out=d0)
+                np.divide(lim, lim0, out=lim0)
+                d = np.multiply(d0, lim0, out=d0)      # d0 at d's spread
             np.clip(d, -lim, lim, out=d)
-        a = min(dt / NOISE_TIME, 1.0)
+        self._v0 *= 1.0 - a
+        e0 *= a
+        self._v0 += e0
         dd = self._dd
         np.multiply(d[:, None], d, out=dd)
         dd *= a / 6.0
@@ -143,6 +164,21 @@ class NoiseEstimate:
     def covariance(self):
         """[6x6] in the reading's axes [N^2, N^2 m, (N m)^2]; None before the first second difference."""
         return self._cov / self._weight if self._weight > 0.0 else None
+
+
+@functools.lru_cache(maxsize=None)
+def _lag_weights(lag):
+    """W[p] (2 x m, m = 2 lag + 1): the rows of NoiseEstimate's ring combined into the consecutive
+    samples' and the lag's second differences when the last sample sits in row p (made once per lag)."""
+    m = 2 * lag + 1
+    W = np.zeros((m, 2, m))
+    for p in range(m):
+        for row, step in ((0, 1), (1, lag)):
+            W[p, row, p] += 1.0
+            W[p, row, (p - step) % m] -= 2.0
+            W[p, row, (p - 2 * step) % m] += 1.0
+    W.setflags(write=False)
+    return W
 
 
 def _cross(a, b):
