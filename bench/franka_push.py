@@ -11,8 +11,9 @@ term, and the identified fv, fc with a fixed Coulomb band at full size (as befor
     .venv/bin/python bench/franka_push.py --inertial --sensor --bands   # identified with all base parameters
     .venv/bin/python bench/franka_push.py --inertial --sensor --bands --k-x 450   # issue 43's stiffness along x
 
-Per row: k from the 9 N push (9 N / dx), k from the 9 -> 18 N step (9 N / its dx: friction alike on
-both ends), the TCP's distance from its start 2 s after the release, the off-axis motion at 9 N, the
+Per row (pushes F, 2F: 9 and 18 N unless --forces): k from the first push (F / dx), k from the F -> 2F
+step (F / its dx: friction alike on both ends), the TCP's distance from its start 2 s after the
+release, the off-axis motion at F, the
 largest joint speed 4-5 s after the release (creep); median (min-max) over the repeats.  The push is
 test/franky_sim_push.py (franky-sim's own server with an external force on a body-fixed point; the
 Franka protocol has none).

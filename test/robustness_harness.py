@@ -200,29 +200,41 @@ class SpinThread:
     def __init__(self, executor, period=0.05):
         self.executor, self.period = executor, period
         self._stop = threading.Event()
-        self._turn = threading.Lock()
+        self._free = threading.Event()                 # cleared while paused(): the loop waits at the top
+        self._free.set()
+        self._turn = threading.Lock()                  # held through each turn
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
     def _run(self):
         while not self._stop.is_set():
+            self._free.wait()
             with self._turn:
+                if self._stop.is_set():
+                    break
                 self.executor.spin_once(timeout_sec=self.period)
 
     @contextmanager
     def paused(self):
-        """Holds the loop between two turns (the one in progress finishes, at most `period` waiting).  A
-        test that drives a lifecycle transition which destroys entities (cleanup, shutdown) from its own
-        thread does it here: rclpy's executor collects the node's waitables, then adds them to its wait
-        set, and one destroyed in between raised out of spin ("action server pointer is invalid",
-        InvalidHandle on an event handler; ros2/rclpy#1385).  A node spun by one executor, as ours
-        are, takes its transitions in that thread and never meets it."""
-        with self._turn:
-            yield
+        """Holds the loop between two turns: the turn in progress finishes (at most `period` waiting,
+        the loop waits at its top until the block ends).  A test that drives a lifecycle transition
+        which destroys entities (cleanup, shutdown) from its own thread does it here: rclpy's executor
+        collects the node's waitables, then adds them to its wait set, and one destroyed in between
+        raised out of spin ("action server pointer is invalid", InvalidHandle on an event handler;
+        ros2/rclpy#1385).  A node spun by one executor, as ours are, takes its transitions in that
+        thread and never meets it.  Not from a callback of this executor (it would wait for itself),
+        and nothing inside may wait for one (nothing is spun meanwhile) or call stop()."""
+        self._free.clear()
+        try:
+            with self._turn:
+                yield
+        finally:
+            self._free.set()
 
     def stop(self, timeout=10.0):
         """Ends the loop, waits for it (a callback in progress finishes), then shuts the executor down."""
         self._stop.set()
+        self._free.set()
         self.thread.join(timeout)
         self.executor.shutdown(timeout_sec=timeout)
 
