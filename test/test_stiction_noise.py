@@ -161,7 +161,7 @@ def test_the_lag_follows_the_interval_the_samples_settle_to():
     exactly 1 ms apart, or with the first interval 3 ms (a late first sample: the lag was set from it
     alone) and every stamp then quantised to 0.1 ms with 0.2 ms of jitter: over 16-20 s the estimates
     within 3 % of each other.  (With the lag kept from the first interval, 3 samples for 10, the
-    second came out 0.67 of the first.)"""
+    second came out 0.63 of the first.)"""
     rate = 1000.0
     b = math.exp(-2.0 * math.pi * 30.0 / rate)
     rng = np.random.default_rng(8)
