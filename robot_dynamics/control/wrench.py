@@ -81,14 +81,15 @@ class NoiseEstimate:
             self._restart(sample, t)                   # the first sample, a clock that restarted, a gap
             return
         dt = t - self._t
+        a = min(dt / NOISE_TIME, 1.0)
         if self.interval is None:
             self.interval = dt
         else:
-            self.interval += min(dt / NOISE_TIME, 1.0) * (dt - self.interval)
-        if self._chain == 1:                           # the lag from the interval so far
-            lag = min(max(int(round(NOISE_LAG / self.interval)), 1), NOISE_LAG_MAX)
-            if lag != self._lag:
-                self._lag, self._W = lag, _lag_weights(lag)
+            self.interval += a * (dt - self.interval)
+        target = NOISE_LAG / self.interval             # the lag the interval so far asks for
+        lag = min(max(int(round(target)), 1), NOISE_LAG_MAX)
+        if self._chain == 1 and lag != self._lag:
+            self._lag, self._W = lag, _lag_weights(lag)
         m = 2 * self._lag + 1
         self._pos = p = (self._pos + 1) % m
         buf[p] = sample
@@ -99,18 +100,15 @@ class NoiseEstimate:
                 return                                 # the ring fills first
             if self._weight > 0.5:
                 self._mute = 2 * self._lag             # a step while it filled: not seen in d1
-        else:
-            target = NOISE_LAG / self.interval
-            if abs(target - self._lag) > 0.75 and min(max(int(round(target)), 1), NOISE_LAG_MAX) != self._lag:
-                self._chain, self._pos = 1, 0          # the interval has settled elsewhere: another lag
-                buf[0] = sample
-                return
+        elif lag != self._lag and abs(target - self._lag) > 0.75:
+            self._chain, self._pos = 1, 0              # the interval has settled elsewhere: another lag
+            buf[0] = sample
+            return
         D = self._D
         np.matmul(self._W[p], buf[:m], out=D)          # [x_k - 2 x_k-1 + x_k-2; x_k - 2 x_k-l + x_k-2l]
         if not math.isfinite(D.sum()):
             self._restart(sample, t)
             return
-        a = min(dt / NOISE_TIME, 1.0)
         d0, d, e0 = D[0], D[1], self._e
         np.multiply(d0, d0, out=e0)
         if self._weight <= 0.5:                       # filling: no event can be told yet
@@ -120,7 +118,7 @@ class NoiseEstimate:
             # against d0's own spread (a sensor that low-passes on board makes it small), and in d for
             # 2 l samples and for as long as d stays beyond its clip: meanwhile d0 counts instead,
             # scaled to d's spread; each clipped
-            lim, lim0, over = self._lim, self._lim0, self._over
+            lim, lim0 = self._lim, self._lim0
             floor = NOISE_FLOOR * NOISE_FLOOR
             np.multiply(self._var, 6.0 * NOISE_CLIP * NOISE_CLIP / self._weight, out=lim)
             np.maximum(lim, floor, out=lim)                               # squared
