@@ -10,6 +10,7 @@ term, and the identified fv, fc with a fixed Coulomb band at full size (as befor
     .venv/bin/python bench/franka_push.py --repeats 1 --bands --stictions 0.2 0.5
     .venv/bin/python bench/franka_push.py --inertial --sensor --bands   # identified with all base parameters
     .venv/bin/python bench/franka_push.py --inertial --sensor --bands --k-x 450   # issue 43's stiffness along x
+    .venv/bin/python bench/franka_push.py --inertial --k-x 450 --slow-speed 0     # the bands of the fast rows
 
 Per row (pushes F, 2F: 9 and 18 N unless --forces): k from the first push (F / dx), k from the F -> 2F
 step (F / its dx: friction alike on both ends), the TCP's distance from its start 2 s after the
@@ -35,13 +36,14 @@ os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 K_POS = 300.0                          # N/m, fr3_cartesian_impedance.yaml task.k_pos_*
 
 
-def identify(tmp, inertial=False):
+def identify(tmp, inertial=False, slow_speed=None):
     import yaml
     from franka_harness import FRANKY_SIM_ID, identify_dynamics, rig
     out = Path(tmp) / "fr3_dynamics.yaml"
     (Path(tmp) / "id").mkdir()
     with rig(Path(tmp) / "id", "joint_impedance", mode="in_process", **FRANKY_SIM_ID,
-             **{"dynamics_id.output": str(out), "dynamics_id.inertial": inertial}) as (procs, probe, sim):
+             **{"dynamics_id.output": str(out), "dynamics_id.inertial": inertial},
+             **({} if slow_speed is None else {"dynamics_id.slow_speed": slow_speed})) as (procs, probe, sim):
         ok, msg = identify_dynamics(probe, procs)
     if not ok:
         raise SystemExit(f"identification failed: {msg}")
@@ -88,6 +90,9 @@ def main():
                     help="every row with this rotation stiffness [N m/rad] instead of the config's (10)")
     ap.add_argument("--k-x", type=float, default=None,
                     help="every row with this stiffness along x [N/m] instead of the config's (300; issue 43 set 450)")
+    ap.add_argument("--slow-speed", type=float, default=None,
+                    help="dynamics_id.slow_speed of the identification (0: the velocity scales from the fast "
+                         "excitation's rows, as before the slow excitation; default: the parameter's default)")
     ap.add_argument("--forces", type=float, nargs=2, default=[9.0, 18.0], metavar=("F", "2F"),
                     help="the two pushes [N] (default 9 18)")
     args = ap.parse_args()
@@ -95,7 +100,7 @@ def main():
     rclpy.init()
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            p = identify(tmp, args.inertial)
+            p = identify(tmp, args.inertial, args.slow_speed)
             from franka_harness import identified_params
             ci = identified_params(p, "cartesian_impedance")
             rows = [("URDF alone", {}), ("identified file as written", ci),
@@ -133,7 +138,8 @@ def main():
           + (f" (k_pos_x {args.k_x:g})" if args.k_x is not None else "")
           + f", TCP pushed along x with {f1:g} then {f2:g} N; median (min-max) of "
           f"{args.repeats}; identified with {'all base parameters' if args.inertial else 'the URDF inertials trusted'}"
-          + (f"; k_rot {args.k_rot:g} N m/rad" if args.k_rot is not None else ""))
+          + (f"; k_rot {args.k_rot:g} N m/rad" if args.k_rot is not None else "")
+          + (f"; dynamics_id.slow_speed {args.slow_speed:g}" if args.slow_speed is not None else ""))
     print(f"| model | k from {f1:g} N [N/m] | k from {f1:g} -> {f2:g} N [N/m] | back 2 s after release [mm] "
           f"| off-axis at {f1:g} N [mm] "
           "| max |dq| 4-5 s after release [rad/s] |")

@@ -75,10 +75,11 @@ class SensorNoise:
         return self.y
 
 
-def drive(loop, plant, t0, seconds, until=None, record=None, sensor=False, noise=None):
+def drive(loop, plant, t0, seconds, until=None, record=None, sensor=False, noise=None, v_noise=None):
     """The loop drives the plant for `seconds`: each ms the state (sensor: and the flange's F/T
     reading; noise: (rng, sigma_force [N], sigma_moment [N m]) white noise added to it, or a
-    SensorNoise), a step, the command held one ms."""
+    SensorNoise; v_noise: (rng, sigma [rad/s]) white noise on the joint velocities the loop gets), a
+    step, the command held one ms."""
     sim = plant.sim
     k0 = int(round(t0 / DT))
     for k in range(k0, k0 + int(round(seconds / DT))):
@@ -91,7 +92,8 @@ def drive(loop, plant, t0, seconds, until=None, record=None, sensor=False, noise
                 rng, sf, sm = noise
                 w = w + np.concatenate([rng.normal(0.0, sf, 3), rng.normal(0.0, sm, 3)])
             loop.estimation.set_wrench(w, plant.frame, now)
-        loop.update_state(sim.q, sim.v, now)
+        v = sim.v if v_noise is None else sim.v + v_noise[0].normal(0.0, v_noise[1], len(sim.v))
+        loop.update_state(sim.q, v, now)
         tau, _ = loop.step(now)
         plant.step(tau)
         if record is not None:
@@ -206,10 +208,11 @@ def push(model, friction=None, solref=SOFT, force=5.0, hold=4.0, back=2.0, settl
             "pushed": float(np.linalg.norm(dx[1])), "ke_release": max(ke), "trace": traced}
 
 
-def identify(model, solref=SOFT, adds_gravity=False, params=None, plant=None):
+def identify(model, solref=SOFT, adds_gravity=False, params=None, plant=None, v_noise=None):
     """The identification the loop runs (control/runs/dynamics.py) from the commands it sends, on the
-    plant (hold_pairing start: implicitfast), joint impedance driving the excitation.  Returns the
-    finished run (run.ok, run.estimate, run.params: what the parameters file gets, run.bands)."""
+    plant (hold_pairing start: implicitfast), joint impedance driving the excitation (v_noise: drive's).
+    Returns the finished run (run.ok, run.estimate, run.params: what the parameters file gets,
+    run.bands)."""
     p = Plant(model, solref=solref, adds_gravity=adds_gravity, plant=plant)
     loop = ControlLoop.from_params(model, {"controller": "joint_impedance", "watchdog_timeout": 0.05,
                                            "torque_rate_limit": 1e5, "dynamics_id.acc_max": 6.0,
@@ -217,13 +220,13 @@ def identify(model, solref=SOFT, adds_gravity=False, params=None, plant=None):
                                            "joint_impedance.compensate_gravity": not adds_gravity,
                                            **(params or {})})
     loop.activate(0.0)
-    t = drive(loop, p, 0.0, 1.0)
+    t = drive(loop, p, 0.0, 1.0, v_noise=v_noise)
     ok, msg = loop.runs.start_dynamics_id(t)
     assert ok, msg
     run = loop.runs.dynamics
-    t = drive(loop, p, t, 40.0, until=lambda: run.phase == "solving" or run.done)
+    t = drive(loop, p, t, 60.0, until=lambda: run.phase == "solving" or run.done, v_noise=v_noise)
     while not run.done:
-        t = drive(loop, p, t, 0.05)
+        t = drive(loop, p, t, 0.05, v_noise=v_noise)
     return run
 
 

@@ -146,6 +146,21 @@ def test_aborts_with_a_reason_and_restores_the_reference():
     assert not ok and "joint law" in msg
 
 
+def test_a_slow_excitation_that_would_leave_the_limits_is_refused():
+    """dynamics_id.slow_speed sets how far the slow excitation goes (slow_speed x 2 s / pi from the held
+    pose, toward each joint's roomier side): one that would take a joint within the margin of its
+    limits is refused with the joint, the default is taken."""
+    model, sim, loop, _ = rig()
+    t = run_for(loop, sim, 0.0, 0.5)
+    room = np.maximum(model.upper_limits - Q0, Q0 - model.lower_limits) - 0.1      # the default margin
+    too_fast = float(np.min(room)) * np.pi / 2.0 * 1.05
+    ok, msg = loop.runs.start_dynamics_id(t, {"slow_speed": too_fast})
+    j = model.joint_names[int(np.argmin(room))]
+    assert not ok and "dynamics_id.slow_speed" in msg and j in msg, msg
+    ok, msg = loop.runs.start_dynamics_id(t)
+    assert ok, msg
+
+
 def test_a_start_with_the_arm_far_from_its_reference_is_refused():
     """An identification asked while the law's command is at an effort limit (the arm far from its
     reference: still moving back after an aborted run, or pushed away) is refused with the reason: its

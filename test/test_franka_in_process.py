@@ -40,22 +40,23 @@ OVERSHOOT_TOL = 0.02      # rad beyond the goal, any joint
 # and friction measured RMS 0.0013 rad, final error <= 0.001 rad; with the URDF alone 0.159 rad and
 # 0.195 rad (the wrist does not move)
 CT_RMS_TOL = 0.015        # rad
-# the push (bench/franka_push.py, 3 repeats the same to 3 digits): with the identified model k 322 N/m
-# from 9 N, 304 N/m from 9 -> 18 N, 3.3 mm from the start after release; with the URDF alone 522, 399
-# and 7.7 mm (the arm's dry friction at rest, which no velocity-sign model removes, is what is left)
+# the push with the URDF's inertials trusted (bench/franka_push.py, 2 repeats the same to 3 digits): with
+# the identified model k 310 N/m from 9 N, 304 N/m from 9 -> 18 N, 2.7 mm from the start 2 s after the
+# release; with the URDF alone 521, 346 and 7.4 mm (the inertial gap the URDF-trusted run leaves slows
+# the release: identified with all base parameters, 1.6 mm, the shipped gains' own pace, doc/identification.md)
 K_POS = 300.0             # N/m, fr3_cartesian_impedance.yaml task.k_pos_x
 PUSH_TOL = {"slope": 0.10, "single": 0.20, "back": 5.5e-3}     # relative, relative, m
 SENSED_PUSH_TOL = 0.05    # relative: the first push and the slope with the push measured (issue 43's 5 %)
-# issue 43's figures with the file of the identification with all base parameters and the push measured
-# (bench/franka_push.py --inertial --sensor, the shipped k_rot 10; two runs the same to 1 N/m): the first
-# push (the issue's 5 %; measured 313 N/m, +4.3 %, here 6 % for the run-to-run spread under load),
-# SLOPE_TOL the slope (the issue's 3 %; measured +0.3 %), SENSED_BACK_TOL 2 s after the release (measured
-# 1.30 mm: the issue's 1 mm not reached, doc/identification.md "What is left"; without friction
-# compensation 7.4 mm), CREEP_TOL the largest joint speed 4-5 s after it (the issue's 1e-3 rad/s; measured 3.7e-4, the
-# URDF alone creeps at 1.9e-3)
-ALL_BASE_SINGLE_TOL = 0.06
+# issue 43's figures, as the issue set them: the file of the identification with all base parameters as
+# written, no sensor, Cartesian k 450 N/m along x (bench/franka_push.py --inertial --k-x 450, the shipped
+# k_rot 10): the first push within ISSUE_SINGLE_TOL (measured 453 N/m, +0.7 %; the velocity scales from
+# the fast excitation's rows, before the slow one: 561, +25 %), the slope within SLOPE_TOL (+0.1 %; 518,
+# +15 %), BACK_TOL 2 s after the release (0.45 mm; 1.24 mm; the URDF alone 5.6 mm), CREEP_TOL the largest
+# joint speed 4-5 s after it (2.1e-4 rad/s; the URDF alone creeps at 1.4e-3)
+ISSUE_K_X = 450.0
+ISSUE_SINGLE_TOL = 0.05
 SLOPE_TOL = 0.03
-SENSED_BACK_TOL = 2e-3
+BACK_TOL = 1e-3
 CREEP_TOL = 1e-3
 CT_FINAL_TOL = 0.008      # rad, every joint
 DYN_ID_TOL = {False: {"Ia": 0.5, "fv": 0.5, "fc": 0.25}, True: {"Ia": 0.1, "fv": 0.1, "fc": 0.05}}
@@ -178,7 +179,7 @@ def test_dynamics_identification_in_process(ros, tmp_path, inertial):
     With all base parameters identified (issue 21's 10 %), a rotor inertia the status reports as
     regrouped (nan: joints 1-2, whose rotor turns about a fixed axis with the link's own inertia) is
     written as the group less the URDF's inertials in it, and compared like the rest; the file is then
-    used for the Cartesian push with a sensor (issue 43's figures).  With the URDF's inertials, the
+    used for the Cartesian push (issue 43's figures, no sensor).  With the URDF's inertials, the
     result is used: the friction compensated live in joint impedance (tracking), a bridge started with
     the armature and friction for computed torque (tracking) and for Cartesian impedance (pushed)."""
     import yaml
@@ -207,7 +208,7 @@ def test_dynamics_identification_in_process(ros, tmp_path, inertial):
         if not inertial:
             _track_with_identified_friction(probe, procs, p)
     if inertial:             # the file used, franky-sim started afresh
-        _sensed_push_all_base(tmp_path, p)
+        _push_all_base(tmp_path, p)
         return
     # computed torque, which the unmodelled rotor inertia and friction leave unable to drive the wrist
     # (test_franka_topic.py), on a bridge started with the identified armature in its model and the
@@ -238,8 +239,8 @@ def test_dynamics_identification_in_process(ros, tmp_path, inertial):
         assert abs(k_slope / K_POS - 1.0) < PUSH_TOL["slope"], k_slope
         assert abs(k9 / K_POS - 1.0) < PUSH_TOL["single"], k9
         assert np.linalg.norm(back) < PUSH_TOL["back"], back
-    # the same with full stiction (friction_stiction 1: at rest fc along the law's pull; the first push
-    # 418 N/m, +39 %, without a sensor, bench/franka_push.py) and the push measured by an F/T sensor on
+    # the same with full stiction (friction_stiction 1: at rest fc along the law's pull, which a hand
+    # meets as more friction without a sensor) and the push measured by an F/T sensor on
     # the bridge's wrench_topic (FtSensor: the force franky-sim holds, in the TCP's axes): the stiction
     # then pulls toward where law and hand balance (friction_stiction_sensed, default 1), and the first
     # push is the configured stiffness (measured 308 N/m; slope 304)
@@ -278,29 +279,25 @@ def _track_with_identified_friction(probe, procs, p):
     assert probe.diag.get("state") == "running" and probe.diag.get("robot_errors") == "0"
 
 
-def _sensed_push_all_base(tmp_path, p):
-    """Issue 43's figures on franky-sim: the file of the identification with all base parameters, as
-    written (the rotor inertias of joints 1-2 regrouped with their links written as the group less the
-    URDF's inertials in it), the push measured by an F/T sensor on wrench_topic: the first push and the
-    slope the configured stiffness, the arm back where the law holds it after the release and at rest
-    there (the URDF alone: 522 N/m, 7.4 mm back, creeping at 1.9e-3 rad/s on franky-sim's soft friction
-    loss; bench/franka_push.py --inertial --sensor has the table)."""
-    (tmp_path / "sensed").mkdir()
-    ci = {**identified_params(p, "cartesian_impedance"), "cartesian_impedance.max_pos_error": 0.1}
-    with rig(tmp_path / "sensed", "cartesian_impedance", mode="in_process", push=True, **ci) as (procs, probe, sim):
-        ft = FtSensor(probe, sim)
-        try:
-            d9, d18, back = push_stiffness(probe, procs, sim)
-            creep = rest_speed(probe, procs)
-        finally:
-            ft.close()
+def _push_all_base(tmp_path, p):
+    """Issue 43's figures on franky-sim as the issue set them: the file of the identification with all
+    base parameters, as written (the rotor inertias of joints 1-2 regrouped with their links written as
+    the group less the URDF's inertials in it; the velocity scales from the slow excitation), no
+    sensor, k 450 N/m along x: the first push and the slope the configured stiffness, the arm back
+    where the law holds it 2 s after the release and at rest there."""
+    (tmp_path / "push").mkdir()
+    ci = {**identified_params(p, "cartesian_impedance"), "cartesian_impedance.max_pos_error": 0.1,
+          "cartesian_impedance.task.k_pos_x": ISSUE_K_X}
+    with rig(tmp_path / "push", "cartesian_impedance", mode="in_process", push=True, **ci) as (procs, probe, sim):
+        d9, d18, back = push_stiffness(probe, procs, sim)
+        creep = rest_speed(probe, procs)
         k9, k_slope = 9.0 / d9[0], 9.0 / (d18[0] - d9[0])
-        print(f"all base parameters, the push measured: k {k9:.1f} N/m from 9 N, {k_slope:.1f} N/m from 9 -> 18 N; "
-              f"{np.linalg.norm(back) * 1e3:.2f} mm from the start 2 s after release; at rest |dq| <= "
-              f"{creep:.1e} rad/s")
-        assert abs(k9 / K_POS - 1.0) < ALL_BASE_SINGLE_TOL, k9
-        assert abs(k_slope / K_POS - 1.0) < SLOPE_TOL, k_slope
-        assert np.linalg.norm(back) < SENSED_BACK_TOL, back
+        print(f"all base parameters, no sensor: k {k9:.1f} N/m from 9 N, {k_slope:.1f} N/m from 9 -> 18 N "
+              f"(configured {ISSUE_K_X}); {np.linalg.norm(back) * 1e3:.2f} mm from the start 2 s after release; "
+              f"at rest |dq| <= {creep:.1e} rad/s")
+        assert abs(k9 / ISSUE_K_X - 1.0) < ISSUE_SINGLE_TOL, k9
+        assert abs(k_slope / ISSUE_K_X - 1.0) < SLOPE_TOL, k_slope
+        assert np.linalg.norm(back) < BACK_TOL, back
         assert creep < CREEP_TOL, creep
 
 

@@ -163,8 +163,13 @@ LOOP_PARAMS = [
          "[rad/s]", "nonneg", live=True),
     Spec("dynamics_id.fit_band", True, "identify each joint's dry-friction velocity scale vs (fc tanh(v / vs)) "
          "from the same run and write it as friction_velocity_scale; false: the fixed 0.01 rad/s band", live=True),
-    Spec("dynamics_id.band_min", 0.002, "the smallest vs written [rad/s]: keep it above the joint velocity "
-         "noise (a narrower band chatters; a wider one only compensates less)", "positive", live=True),
+    Spec("dynamics_id.slow_speed", 0.032, "peak joint speed [rad/s] of the short slow excitation after the "
+         "validation that identifies the velocity scales (every joint out and back at 1/16, 1/4 and 1 of it, 2 s "
+         "each, 7 s in all; at most slow_speed x 0.64 s from the start); 0: they come from the fast "
+         "excitation's rows", "nonneg", live=True),
+    Spec("dynamics_id.band_min", 0.002, "the smallest vs written [rad/s]; the run also keeps each joint's vs "
+         "above 4 x the noise it measures on the joint velocities (a band narrower than the noise chatters; a "
+         "wider one only compensates less)", "positive", live=True),
     Spec("dynamics_id.stiction", 0.05, "friction_stiction written with the result (0: none)", "nonneg", live=True),
     Spec("dynamics_id.scale", 1.0, "friction_scale written with the result (the fraction compensated)",
          "nonneg", live=True),

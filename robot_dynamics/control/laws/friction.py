@@ -5,7 +5,7 @@ The identified model of a joint's friction (dynamics.identification, per joint):
     f(v) = fv v + fc tanh(v / vs) + off
 
 fv viscous [N m s/rad], fc Coulomb [N m], vs the velocity scale [rad/s] over which the dry friction
-rises (`friction_velocity_scale`, per joint, identified from the same run; 0 or unset: the scalar
+rises (`friction_velocity_scale`, per joint, identified by the same run from its slow excitation; 0 or unset: the scalar
 `friction_smoothing`, the fixed band of files written before it was identified), off a constant offset.
 
 The compensation each law adds is
@@ -45,9 +45,9 @@ meets the term:
   gravity left out: the spring and damper's, the posture's).  An arm stuck by its own friction is
   freed by it, but a hand holding the arm off the law's set point meets it as k fc more friction:
   a push feels stiffer (on MuJoCo's soft friction, k 450 N/m: 463 N/m at k 0, 465 at 0.05, 469 at
-  0.1, 564 at 1; on franky-sim 313 N/m at 0, 314 at 0.05, 393 at 0.1 for k 300, k_rot 10, where the
-  arm then stalls rotated).  Hence the small k written, which frees neither arm measurably: the
-  sharp plant's release stops 1.15 mm off at 0.05 as at 0, 0.31 mm at 0.1.
+  0.1, 564 at 1).  Hence the small k written, which frees no arm measurably: the sharp plant's
+  release stops 1.15 mm off at 0.05 as at 0, 0.31 mm at 0.1 (franky-sim's arm needs none: with the
+  velocity scales of the slow excitation it comes back within 0.5 mm, doc/identification.md).
 - with a sensor (cartesian_impedance with an F/T sensor, State.wrench_source "sensor"), p is the
   law's pull plus the environment's torque J^T w of the measured wrench w, i.e. every torque on the
   joint but its friction, and the fraction is `friction_stiction_sensed` (default 1).  A hand

@@ -7,6 +7,10 @@ cycle, so every front end has it (the controller node over DDS, the Franka bridg
                position, at rest at both ends) is the law's reference for `periods` periods; every
                control cycle records the state and the torque
     validate   one period of a second excitation, not used for the estimate
+    slow       the short extra excitation for the dry friction's shape near rest (`slow_speed` > 0 and
+               fit_band): every joint out and back, slowly, three times at peak speeds slow_speed / 16,
+               / 4 and slow_speed (identification.slow_excitation; 7 s at the defaults): each joint's
+               velocity scale vs from it (fit_bands_slow), the fast rows' fit (fit_bands) without it
     solve      on a thread of its own (seconds of numpy: not on the control thread, whose watchdog would
                trip), the arm holding where it started: dataset() + solve(): the per-joint rotor inertia and friction (the URDF's inertials
                trusted; `inertial` true: all base parameters), the validation torque RMS before
@@ -39,6 +43,9 @@ from ...dynamics import identification as idn
 from ..laws.base import JointReference
 from .payload import brake_done, check_can_start, effort_limited_joint, move_back, needs_brake, velocity_caps
 
+SLOW_PERIOD = 2.0          # [s] each sweep of the slow excitation
+BAND_NOISE = 4.0           # vs written at least this many x the joint's velocity noise (std)
+
 
 class DynamicsRun:
     """See the module docstring.  `params`: the loop's `dynamics_id.*` values (without the prefix)."""
@@ -58,6 +65,15 @@ class DynamicsRun:
         for key in ("periods", "harmonics"):
             if float(p[key]) != int(p[key]) or int(p[key]) < 1:
                 raise ValueError(f"dynamics_id.{key}: {p[key]} must be an integer >= 1")
+        if p["fit_band"] and p.get("slow_speed", 0.0) > 0.0:
+            m, q = loop.model, np.asarray(loop.law.q_d if loop.law.q_d is not None else loop.q, dtype=float)
+            room = np.maximum(m.upper_limits - q, q - m.lower_limits) - p["margin"]
+            travel = p["slow_speed"] * SLOW_PERIOD / np.pi          # the slow excitation's farthest
+            if np.any(travel > room):
+                j = int(np.argmin(room))
+                raise ValueError(f"dynamics_id.slow_speed: {p['slow_speed']} rad/s takes every joint {travel:.3f} "
+                                 f"rad from where it holds, {m.joint_names[j]} has {max(room[j], 0.0):.3f} rad "
+                                 f"to its limit beyond the margin: lower it (0: no slow excitation)")
         self.loop, self.p, self.model = loop, p, loop.model
         self.inertial = bool(p["inertial"])
         self.measured = loop.cycle.have_effort
@@ -71,6 +87,7 @@ class DynamicsRun:
         self.path = None
         self.gaps = ""
         self.bands = idn.FRICTION_BAND
+        self.v_noise, self.band_note = None, ""
 
     # ------------------------------------------------------------------ start
     def start(self, now, t):
@@ -102,12 +119,18 @@ class DynamicsRun:
         self.exc, self.val = exc, val
         self.T_id = int(self.p["periods"]) * 2 * np.pi / exc[3]
         self.T_val = 2 * np.pi / val[3]
+        self.T_slow = 0.0
+        if self.p["fit_band"] and self.p.get("slow_speed", 0.0) > 0.0:
+            m = self.model
+            self.slow_dir = np.where(m.upper_limits - self.q_ref >= self.q_ref - m.lower_limits, 1.0, -1.0)
+            self.T_slow = idn.slow_excitation(self.q_ref, self.p["slow_speed"], SLOW_PERIOD, self.slow_dir, 0.0)[3]
         self.t0 = t
-        self.rec = []                                   # (t, q, tau) per control cycle
+        self.rec = []                                   # (t, q, tau, v) per control cycle
         self._g_applied = None                          # g(q) at the state the held command was sent at
         self.phase = "excite"
+        slow = f" + {self.T_slow:.1f} s slow" if self.T_slow else ""
         self.loop.report.log("info", f"dynamics identification: excitation started (condition number {exc[4]:.1f}, "
-                               f"{self.T_id:.1f} s + {self.T_val:.1f} s validation)")
+                               f"{self.T_id:.1f} s + {self.T_val:.1f} s validation{slow})")
 
     @property
     def busy(self):
@@ -171,11 +194,14 @@ class DynamicsRun:
                 g_now = loop.gravity_backend.gravity(loop.q).copy()
                 tau += self._g_applied if self._g_applied is not None else g_now
                 self._g_applied = g_now
-            self.rec.append((ts, loop.q.copy(), tau))
+            self.rec.append((ts, loop.q.copy(), tau, np.array(loop.v, dtype=float)))
         if te < self.T_id:
             ref = idn.fourier_trajectory(*self.exc[:4], np.array([te]))
         elif te < self.T_id + self.T_val:
             ref = idn.fourier_trajectory(*self.val[:4], np.array([te - self.T_id]))
+        elif te < self.T_id + self.T_val + self.T_slow:
+            ref = idn.slow_excitation(self.q_ref, self.p["slow_speed"], SLOW_PERIOD, self.slow_dir,
+                                      te - self.T_id - self.T_val)[:3]
         else:                                   # done: hold, and solve off the control thread
             loop.law.set_reference(JointReference(self.q_ref.copy()))
             self.phase = "solving"
@@ -222,9 +248,22 @@ class DynamicsRun:
             est = idn.solve(W, y, base, theta_prior=prior, mask=mask)
             self.bands = idn.FRICTION_BAND
             if p["fit_band"]:                  # the dry friction's velocity scale per joint, then again
-                self.bands, _ = idn.fit_bands(m, t, q, tau, inertial=self.inertial, est=est, valid=valid,
-                                              derivative_cutoff=p["derivative_cutoff"], cutoff=p["cutoff"],
-                                              band_min=p["band_min"])
+                fkw = dict(inertial=self.inertial, est=est, derivative_cutoff=p["derivative_cutoff"],
+                           cutoff=p["cutoff"], band_min=p["band_min"])
+                if self.T_slow:                # from the slow excitation
+                    t0s = s0 + self.T_id + self.T_val
+                    ts, qs, taus, vals = self._grid(t0s, t0s + self.T_slow)
+                    self.bands, _ = idn.fit_bands_slow(m, ts, qs, taus, valid=vals, **fkw)
+                else:
+                    self.bands, _ = idn.fit_bands(m, t, q, tau, valid=valid, **fkw)
+                self.v_noise = idn.velocity_noise([r[3] for r in self.rec], [r[0] for r in self.rec])
+                floor = BAND_NOISE * self.v_noise
+                if np.any(floor > self.bands):
+                    raised = [f"{m.joint_names[j]} {self.bands[j]:.4f} -> {floor[j]:.4f}"
+                              for j in np.flatnonzero(floor > self.bands)]
+                    self.band_note = (f"vs held at {BAND_NOISE:g} x the joint velocity noise (its std "
+                                      f"{np.array2string(self.v_noise, precision=5)} rad/s): {', '.join(raised)}")
+                    self.bands = np.maximum(self.bands, floor)
                 kw["band"] = self.bands
                 W, y, mask = idn.dataset(m, t, q, tau, inertial=self.inertial, valid=valid, **kw)
                 est = idn.solve(W, y, base, theta_prior=prior, mask=mask)
@@ -250,6 +289,8 @@ class DynamicsRun:
         self.validation = {"rms_urdf": before, "rms_identified": after}
         self.params, self.notes = idn.controller_params(est, m, self.loop.joints, scale=p["scale"], band=self.bands,
                                                         stiction=p["stiction"])
+        if self.band_note:
+            self.notes.append(self.band_note)
         message = self.result_text()
         if p["output"]:
             try:
@@ -301,8 +342,9 @@ class DynamicsRun:
             return "choosing the excitation"
         if self.phase == "excite":
             te = self.loop.state.t - self.t0
-            what = "excitation" if te < self.T_id else "validation"
-            return f"{what} {te:.1f} / {self.T_id + self.T_val:.1f} s"
+            what = ("excitation" if te < self.T_id else "validation" if te < self.T_id + self.T_val
+                    else "slow excitation")
+            return f"{what} {te:.1f} / {self.T_id + self.T_val + self.T_slow:.1f} s"
         if self.phase == "brake":
             return f"{self.message} (braking before moving back)"
         if self.phase == "return":
