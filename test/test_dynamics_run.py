@@ -183,6 +183,9 @@ def test_a_start_with_the_arm_far_from_its_reference_is_refused():
     ok, msg = loop.runs.start_dynamics_id(t)
     assert ok, msg
     run = loop.runs.dynamics
+    # the excitation is chosen on a thread of its own while the loop steps (on a loaded host that takes
+    # longer than the 2.5 s the plant is stepped below): wait for it first
+    t = run_for(loop, sim, t, 60.0, until=lambda: run.phase != "preparing")
     t = run_for(loop, sim, t, 2.5, until=lambda: run.done)
     assert run.phase == "excite" and not run.done, run.message
 
