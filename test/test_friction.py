@@ -14,6 +14,7 @@ from friction_rig import (FRANKA, K_PUSH, PLANT, Q_FRANKY, SHARP, SOFT, file_loo
 
 from robot_dynamics.control import make_law  # noqa: E402
 from robot_dynamics.dynamics import Model, make_backend  # noqa: E402
+from robot_dynamics.dynamics import friction_bands as fb  # noqa: E402
 
 CREEP = 1e-3                      # rad/s: |dq| at rest (the issue's figure)
 SPEEDS = [0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5]      # servo targets [rad/s]
@@ -165,23 +166,22 @@ def test_fit_bands_recovers_the_velocity_scale_the_data_were_made_with(model):
     exc = idn.fourier_excitation(model, Q_SYNTH, period=5.0, candidates=5, a_max=6.0, inertial=False)
     t = np.arange(10000) * 0.001
     Q, V, A = idn.fourier_trajectory(*exc[:4], t)
-    got, _ = idn.fit_bands(model, t, Q, torques(Q, V, A), inertial=False, band_min=0.001)
+    got, _ = fb.fit_bands(model, t, Q, torques(Q, V, A), inertial=False, band_min=0.001)
     assert np.all(np.abs(got / vs - 1) < 0.05), (np.round(got, 4), vs)
 
 
 def test_the_slow_excitation_goes_out_and_back_at_the_speeds_it_names(model):
-    """identification.slow_excitation against finite differences of its own positions: at rest and at
+    """friction_bands.slow_excitation against finite differences of its own positions: at rest and at
     the start before, between and after the three sweeps, peak speeds v_peak / 16, / 4 and v_peak along
     each joint's direction, out at most v_peak x period / pi (the amplitude 2 A of the fastest), and v, a
     the derivatives of q."""
-    from robot_dynamics.dynamics import identification as idn
     q0 = np.array([0.0, -0.5, 0.0, -2.0, 0.0, 1.6, 0.8])
     d = np.array([1, -1, 1, 1, -1, 1, -1], float)
     h, v_peak, period = 1e-4, 0.032, 2.0
-    T = idn.slow_excitation(q0, v_peak, period, d, 0.0)[3]
+    T = fb.slow_excitation(q0, v_peak, period, d, 0.0)[3]
     assert T == pytest.approx(1.0 + 3 * period)
     t = np.arange(int(round(T / h)) + 1) * h
-    Q, V, A, _ = idn.slow_excitation(q0, v_peak, period, d, t)
+    Q, V, A, _ = fb.slow_excitation(q0, v_peak, period, d, t)
     dq = np.gradient(Q, h, axis=0)
     np.testing.assert_allclose(V, dq, atol=1e-5)          # (central differences across the a steps: 2.5e-6)
     smooth = np.min(np.abs(t[:, None] - (0.5 + period * np.arange(4))), axis=1) > 2 * h    # a steps there
@@ -213,27 +213,26 @@ def test_fit_bands_slow_recovers_the_velocity_scale_the_data_were_made_with(mode
     est = idn.solve(W, y, idn.base_parameters(model, inertial=False),
                     theta_prior=idn.prior_parameters(model, inertial=False), mask=mask)
     d = np.where(model.upper_limits - q0 >= q0 - model.lower_limits, 1.0, -1.0)
-    T = idn.slow_excitation(q0, 0.032, 2.0, d, 0.0)[3]
+    T = fb.slow_excitation(q0, 0.032, 2.0, d, 0.0)[3]
     ts = np.arange(int(round(T / 0.001))) * 0.001
-    Qs, Vs, As, _ = idn.slow_excitation(q0, 0.032, 2.0, d, ts)
-    got, _ = idn.fit_bands_slow(model, ts, Qs, torques(Qs, Vs, As) + 0.1, est, inertial=False, band_min=0.001)
+    Qs, Vs, As, _ = fb.slow_excitation(q0, 0.032, 2.0, d, ts)
+    got, _ = fb.fit_bands_slow(model, ts, Qs, torques(Qs, Vs, As) + 0.1, est, inertial=False, band_min=0.001)
     assert np.all(np.abs(got / vs - 1) < 0.05), (np.round(got, 4), vs)
 
 
 def test_the_velocity_noise_is_read_from_second_differences_over_equal_intervals():
-    """identification.velocity_noise on a 0.5 rad/s sinusoid at 3 rad/s plus white noise the test sets
+    """friction_bands.velocity_noise on a 0.5 rad/s sinusoid at 3 rad/s plus white noise the test sets
     (5e-4 rad/s), 30 % of the samples dropped at random (states a loaded controller did not see): within
     5 % of it with the times given; the motion alone reads as below 1 % of it with the times, where
     without them the jumps across the gaps read as some of it."""
-    from robot_dynamics.dynamics import identification as idn
     rng = np.random.default_rng(8)
     t = np.arange(20000) * 1e-3
     motion = np.outer(0.5 * np.sin(3.0 * t), np.ones(3))
     v = motion + rng.normal(0.0, 5e-4, motion.shape)
     seen = rng.random(len(t)) > 0.3
-    np.testing.assert_allclose(idn.velocity_noise(v[seen], t[seen]), 5e-4, rtol=0.05)
-    assert np.all(idn.velocity_noise(motion[seen], t[seen]) < 5e-6)
-    assert np.all(idn.velocity_noise(motion[seen]) > idn.velocity_noise(motion[seen], t[seen]))
+    np.testing.assert_allclose(fb.velocity_noise(v[seen], t[seen]), 5e-4, rtol=0.05)
+    assert np.all(fb.velocity_noise(motion[seen], t[seen]) < 5e-6)
+    assert np.all(fb.velocity_noise(motion[seen]) > fb.velocity_noise(motion[seen], t[seen]))
 
 
 def test_the_velocity_scale_stays_above_the_joint_velocity_noise(model):

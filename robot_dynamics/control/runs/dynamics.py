@@ -9,7 +9,7 @@ cycle, so every front end has it (the controller node over DDS, the Franka bridg
     validate   one period of a second excitation, not used for the estimate
     slow       the short extra excitation for the dry friction's shape near rest (`slow_speed` > 0 and
                fit_band): every joint out and back, slowly, three times at peak speeds slow_speed / 16,
-               / 4 and slow_speed (identification.slow_excitation; 7 s at the defaults): each joint's
+               / 4 and slow_speed (friction_bands.slow_excitation; 7 s at the defaults): each joint's
                velocity scale vs from it (fit_bands_slow), the fast rows' fit (fit_bands) without it
     solve      on a thread of its own (seconds of numpy: not on the control thread, whose watchdog would
                trip), the arm holding where it started: dataset() + solve(): the per-joint rotor inertia and friction (the URDF's inertials
@@ -39,6 +39,7 @@ import threading
 
 import numpy as np
 
+from ...dynamics import friction_bands as bands
 from ...dynamics import identification as idn
 from ..laws.base import JointReference
 from .payload import brake_done, check_can_start, effort_limited_joint, move_back, needs_brake, velocity_caps
@@ -123,7 +124,7 @@ class DynamicsRun:
         if self.p["fit_band"] and self.p.get("slow_speed", 0.0) > 0.0:
             m = self.model
             self.slow_dir = np.where(m.upper_limits - self.q_ref >= self.q_ref - m.lower_limits, 1.0, -1.0)
-            self.T_slow = idn.slow_excitation(self.q_ref, self.p["slow_speed"], SLOW_PERIOD, self.slow_dir, 0.0)[3]
+            self.T_slow = bands.slow_excitation(self.q_ref, self.p["slow_speed"], SLOW_PERIOD, self.slow_dir, 0.0)[3]
         self.t0 = t
         self.rec = []                                   # (t, q, tau, v) per control cycle
         self._g_applied = None                          # g(q) at the state the held command was sent at
@@ -200,7 +201,7 @@ class DynamicsRun:
         elif te < self.T_id + self.T_val:
             ref = idn.fourier_trajectory(*self.val[:4], np.array([te - self.T_id]))
         elif te < self.T_id + self.T_val + self.T_slow:
-            ref = idn.slow_excitation(self.q_ref, self.p["slow_speed"], SLOW_PERIOD, self.slow_dir,
+            ref = bands.slow_excitation(self.q_ref, self.p["slow_speed"], SLOW_PERIOD, self.slow_dir,
                                       te - self.T_id - self.T_val)[:3]
         else:                                   # done: hold, and solve off the control thread
             loop.law.set_reference(JointReference(self.q_ref.copy()))
@@ -253,10 +254,10 @@ class DynamicsRun:
                 if self.T_slow:                # from the slow excitation
                     t0s = s0 + self.T_id + self.T_val
                     ts, qs, taus, vals = self._grid(t0s, t0s + self.T_slow)
-                    self.bands, _ = idn.fit_bands_slow(m, ts, qs, taus, valid=vals, **fkw)
+                    self.bands, _ = bands.fit_bands_slow(m, ts, qs, taus, valid=vals, **fkw)
                 else:
-                    self.bands, _ = idn.fit_bands(m, t, q, tau, valid=valid, **fkw)
-                self.v_noise = idn.velocity_noise([r[3] for r in self.rec], [r[0] for r in self.rec])
+                    self.bands, _ = bands.fit_bands(m, t, q, tau, valid=valid, **fkw)
+                self.v_noise = bands.velocity_noise([r[3] for r in self.rec], [r[0] for r in self.rec])
                 floor = BAND_NOISE * self.v_noise
                 if np.any(floor > self.bands):
                     raised = [f"{m.joint_names[j]} {self.bands[j]:.4f} -> {floor[j]:.4f}"

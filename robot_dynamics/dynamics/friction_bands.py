@@ -1,0 +1,154 @@
+"""The shape of each joint's dry friction near rest: the velocity scale vs of fc tanh(v / vs) that
+dynamics.identification's model uses per joint (issue 43), and the short slow excitation it is
+identified from.  No ROS.
+
+    slow_excitation   every joint out and back from the held pose at three low peak speeds
+    fit_bands_slow    vs per joint from that excitation's data, the rest of the model from the main
+                      estimate (identification.solve)
+    fit_bands         vs per joint from the main excitation's own rows (the run's `slow_speed` 0)
+    velocity_noise    the white noise on sampled joint velocities (the run keeps vs above 4 x it)
+
+Both fits search vs on a log grid (the model is nonlinear in vs alone) with the tanh column
+low-passed as identification.dataset() filters the others.
+"""
+import numpy as np
+
+from .identification import dataset, derivatives, lowpass
+
+
+def fit_bands(model, t, q, tau, inertial=False, est=None, derivative_cutoff=50.0, cutoff=10.0, step=5, trim=0.5,
+              valid=None, band_min=0.002, band_max=0.5, n_grid=40):
+    """The velocity scale vs of each joint's dry friction fc tanh(v / vs) from the same data (issue 43):
+    the shape of the friction near zero speed, which the fixed FRICTION_BAND only assumed.  The model
+    is nonlinear in vs alone: per joint, for each vs on a log grid over [band_min, band_max], the
+    joint's four terms (Ia, fv, fc, off) by least squares on its rows, the tanh column built at that vs
+    and low-passed as dataset() does the others (parallel filtering: the filter, linear, keeps
+    tau = W theta true row by row wherever it holds sample by sample); the vs of the smallest residual,
+    refined by a parabola through its neighbours in log vs.  Every row is used, the reversals too
+    (they carry the shape; dataset()'s v_min mask would leave out exactly them), except those near a gap
+    (valid).  inertial=True: the inertial part of `est` (an Identification with the inertials) is
+    taken from the target first.  band_min: the floor (a band narrower than the velocity noise makes
+    the compensation chatter; a wider one is safe: the compensation stays below the model).  Returns
+    (vs per joint, {joint: (grid, residual RMS)})."""
+    W, y, keep, v, sl = _band_rows(model, t, q, tau, inertial, derivative_cutoff, cutoff, step, trim, valid)
+    n = model.nv
+    p0 = W.shape[2] - 4 * n                    # the joint block's first column
+    if inertial:
+        if est is None:
+            raise ValueError("fit_bands: inertial=True needs the estimate of the inertials (est)")
+        y = y - W[:, :, :p0] @ est.theta()[:p0]
+    grid = np.geomspace(band_min, band_max, n_grid)
+    out, curves = np.empty(n), {}
+    for j in range(n):
+        rows = keep[:, j]
+        fixed = W[rows][:, j, [p0 + j, p0 + n + j, p0 + 3 * n + j]]       # Ia q'', fv q', off
+        yj = y[rows, j]
+        res = np.empty(n_grid)
+        for i, vs in enumerate(grid):
+            col = lowpass(t, np.tanh(v[:, j] / vs), cutoff)[sl][rows]
+            A = np.column_stack([fixed, col])
+            r = yj - A @ np.linalg.lstsq(A, yj, rcond=None)[0]
+            res[i] = np.sqrt(np.mean(r ** 2))
+        out[j] = _grid_minimum(grid, res)
+        curves[model.joint_names[j]] = (grid, res)
+    return np.clip(out, band_min, band_max), curves
+
+
+def _band_rows(model, t, q, tau, inertial, derivative_cutoff, cutoff, step, trim, valid):
+    """dataset() with every row kept but those near a gap, the joint speeds at every sample and the
+    slice that takes dataset()'s rows from them: what the band fits build their tanh columns from."""
+    W, y, keep = dataset(model, t, q, tau, inertial=inertial, derivative_cutoff=derivative_cutoff, cutoff=cutoff,
+                         step=step, v_min=-1.0, trim=trim, valid=valid)
+    _, v, _, _ = derivatives(t, q, cutoff=derivative_cutoff)
+    k = int(round(trim / float(np.mean(np.diff(t)))))
+    return W, y, keep, v, slice(k, len(t) - k, step)
+
+
+def _grid_minimum(grid, res):
+    """The argument of the smallest residual on a log grid, refined by the vertex of the parabola
+    through it and its neighbours in log(grid)."""
+    i = int(np.argmin(res))
+    if not 0 < i < len(grid) - 1:
+        return float(grid[i])
+    y0, y1, y2 = res[i - 1:i + 2]
+    den = y0 - 2 * y1 + y2
+    shift = 0.5 * (y0 - y2) / den if den > 0 else 0.0
+    x = np.log(grid)
+    return float(np.exp(x[i] + shift * (x[1] - x[0])))
+
+
+def velocity_noise(v, t=None):
+    """The white noise on sampled joint velocities v (N, n), per joint: the spread of their second
+    differences over sqrt(6) (white noise of std s gives s sqrt(6) there; an excitation's motion, its
+    jerk times h^2, next to nothing at a control rate), the spread as 1.4826 x the median absolute
+    deviation (a friction reversal's step in the acceleration, a few samples each, does not count).  t:
+    the samples' times; only the second differences over two equal intervals (within 10 % of the
+    median) are taken (across a gap the motion's acceleration would read as noise)."""
+    v = np.asarray(v, float)
+    d2 = v[2:] - 2.0 * v[1:-1] + v[:-2]
+    if t is not None and len(d2):
+        dt = np.diff(np.asarray(t, float))
+        h = float(np.median(dt))
+        d2 = d2[(np.abs(dt[:-1] - h) < 0.1 * h) & (np.abs(dt[1:] - h) < 0.1 * h)]
+    if len(d2) < 3:
+        return np.zeros(v.shape[1] if v.ndim == 2 else 1)
+    return 1.4826 * np.median(np.abs(d2 - np.median(d2, axis=0)), axis=0) / np.sqrt(6.0)
+
+
+SLOW_RATIOS = (1.0 / 16.0, 0.25, 1.0)     # the slow excitation's peak speeds, as fractions of the fastest's
+
+
+def slow_excitation(q_start, v_peak, period, direction, t, hold=0.5):
+    """The short extra excitation for the dry friction's shape near rest: every joint at once goes
+    out and back from q_start along `direction` (per joint, +1 / -1: toward its roomier side) in one
+    period of q_start + d A (1 - cos w t) for each peak speed A w in v_peak * SLOW_RATIOS, slowest
+    first, at rest `hold` s before and after (the filters' trimmed ends).  At rest at every joint
+    between the sweeps; the farthest it goes is 2 A of the fastest (0.02 rad at 0.032 rad/s, 2 s).
+    Returns q, v, a (len(t), n) and the duration."""
+    t = np.atleast_1d(np.asarray(t, float))
+    d = np.asarray(direction, float)
+    w = 2.0 * np.pi / period
+    q = np.tile(np.asarray(q_start, float), (len(t), 1))
+    v, a = np.zeros_like(q), np.zeros_like(q)
+    for k, r in enumerate(SLOW_RATIOS):
+        u = t - hold - k * period
+        on = (u >= 0.0) & (u < period)
+        A = r * v_peak / w
+        q[on] += np.outer(A * (1.0 - np.cos(w * u[on])), d)
+        v[on] += np.outer(A * w * np.sin(w * u[on]), d)
+        a[on] += np.outer(A * w * w * np.cos(w * u[on]), d)
+    return q, v, a, 2.0 * hold + len(SLOW_RATIOS) * period
+
+
+def fit_bands_slow(model, t, q, tau, est, inertial=False, derivative_cutoff=50.0, cutoff=10.0, step=5, trim=0.5,
+                   valid=None, band_min=0.002, band_max=0.5, n_grid=40):
+    """The velocity scale vs of each joint's dry friction from the slow excitation's data (t, q, tau:
+    its window), the rest of the model from the main estimate `est`: what the joint needs but its dry
+    friction (the inertials and Ia, fv, off of est) taken from the torque, the dry part's size fc from
+    est too (set by the fast rows, where the tanh is 1 whatever vs), and per joint, for each vs on a log
+    grid, the residual of fc tanh(v / vs) (low-passed as dataset() does) plus a constant (a static
+    error of the model: gravity, offset) by least squares; the vs of the smallest, refined as
+    fit_bands does.  Why not the fast excitation's rows (fit_bands): they cross zero speed within
+    milliseconds, at poses all over the excitation, where the model's errors are as large as the
+    shape's signal; here the arm crosses the speeds near rest slowly, at accelerations near zero, at
+    the pose it works at (on franky-sim the fast rows gave the shoulder 0.0118 rad/s where its friction
+    loss at the start pose rises within 0.001).  Returns (vs per joint, {joint: (grid, residual RMS)})."""
+    W, y, keep, v, sl = _band_rows(model, t, q, tau, inertial, derivative_cutoff, cutoff, step, trim, valid)
+    n = model.nv
+    theta = est.theta()
+    p0 = W.shape[2] - 4 * n
+    fc = theta[p0 + 2 * n:p0 + 3 * n].copy()
+    theta[p0 + 2 * n:p0 + 3 * n] = 0.0                 # all but the dry friction
+    y = y - W @ theta
+    grid = np.geomspace(band_min, band_max, n_grid)
+    out, curves = np.empty(n), {}
+    for j in range(n):
+        rows = keep[:, j]
+        yj = y[rows, j]
+        res = np.empty(n_grid)
+        for i, vs in enumerate(grid):
+            r = yj - fc[j] * lowpass(t, np.tanh(v[:, j] / vs), cutoff)[sl][rows]
+            res[i] = np.sqrt(np.mean((r - r.mean()) ** 2))
+        out[j] = _grid_minimum(grid, res)
+        curves[model.joint_names[j]] = (grid, res)
+    return np.clip(out, band_min, band_max), curves
