@@ -2,7 +2,8 @@
 dynamics.identification's model uses per joint (issue 43), and the short slow excitation it is
 identified from.  No ROS.
 
-    slow_excitation   every joint out and back from the held pose at three low peak speeds
+    slow_excitation   every joint out and back from the held pose at three low peak speeds (toward
+                      slow_direction, as far as slow_reach, for slow_duration)
     fit_bands_slow    vs per joint from that excitation's data, the rest of the model from the main
                       estimate (identification.solve)
     fit_bands         vs per joint from the main excitation's own rows (the run's `slow_speed` 0)
@@ -98,13 +99,30 @@ def velocity_noise(v, t=None):
 SLOW_RATIOS = (1.0 / 16.0, 0.25, 1.0)     # the slow excitation's peak speeds, as fractions of the fastest's
 
 
+def slow_direction(lower, upper, q_start):
+    """Per joint +1 / -1, the side of q_start with more room to the limits, and that room [rad]: where
+    slow_excitation goes."""
+    up, down = np.asarray(upper, float) - q_start, q_start - np.asarray(lower, float)
+    return np.where(up >= down, 1.0, -1.0), np.maximum(up, down)
+
+
+def slow_reach(v_peak, period):
+    """How far from its start the slow excitation takes a joint [rad]: 2 A of the fastest sweep."""
+    return 2.0 * max(SLOW_RATIOS) * v_peak * period / (2.0 * np.pi)
+
+
+def slow_duration(period, hold=0.5):
+    """The slow excitation's length [s]: its sweeps and a hold at each end."""
+    return 2.0 * hold + len(SLOW_RATIOS) * period
+
+
 def slow_excitation(q_start, v_peak, period, direction, t, hold=0.5):
     """The short extra excitation for the dry friction's shape near rest: every joint at once goes
     out and back from q_start along `direction` (per joint, +1 / -1: toward its roomier side) in one
     period of q_start + d A (1 - cos w t) for each peak speed A w in v_peak * SLOW_RATIOS, slowest
     first, at rest `hold` s before and after (the filters' trimmed ends).  At rest at every joint
-    between the sweeps; the farthest it goes is 2 A of the fastest (0.02 rad at 0.032 rad/s, 2 s).
-    Returns q, v, a (len(t), n) and the duration."""
+    between the sweeps; the farthest it goes is slow_reach (0.02 rad at 0.032 rad/s, 2 s).  Returns q,
+    v, a (len(t), n) and the duration (slow_duration)."""
     t = np.atleast_1d(np.asarray(t, float))
     d = np.asarray(direction, float)
     w = 2.0 * np.pi / period
@@ -117,7 +135,7 @@ def slow_excitation(q_start, v_peak, period, direction, t, hold=0.5):
         q[on] += np.outer(A * (1.0 - np.cos(w * u[on])), d)
         v[on] += np.outer(A * w * np.sin(w * u[on]), d)
         a[on] += np.outer(A * w * w * np.cos(w * u[on]), d)
-    return q, v, a, 2.0 * hold + len(SLOW_RATIOS) * period
+    return q, v, a, slow_duration(period, hold)
 
 
 def fit_bands_slow(model, t, q, tau, est, inertial=False, derivative_cutoff=50.0, cutoff=10.0, step=5, trim=0.5,

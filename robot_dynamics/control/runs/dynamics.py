@@ -66,10 +66,11 @@ class DynamicsRun:
         for key in ("periods", "harmonics"):
             if float(p[key]) != int(p[key]) or int(p[key]) < 1:
                 raise ValueError(f"dynamics_id.{key}: {p[key]} must be an integer >= 1")
-        if p["fit_band"] and p.get("slow_speed", 0.0) > 0.0:
+        self.slow_speed = float(p["slow_speed"]) if p["fit_band"] else 0.0
+        if self.slow_speed > 0.0:
             m, q = loop.model, np.asarray(loop.law.q_d if loop.law.q_d is not None else loop.q, dtype=float)
-            room = np.maximum(m.upper_limits - q, q - m.lower_limits) - p["margin"]
-            travel = p["slow_speed"] * SLOW_PERIOD / np.pi          # the slow excitation's farthest
+            room = bands.slow_direction(m.lower_limits, m.upper_limits, q)[1] - p["margin"]
+            travel = bands.slow_reach(self.slow_speed, SLOW_PERIOD)
             if np.any(travel > room):
                 j = int(np.argmin(room))
                 raise ValueError(f"dynamics_id.slow_speed: {p['slow_speed']} rad/s takes every joint {travel:.3f} "
@@ -121,10 +122,9 @@ class DynamicsRun:
         self.T_id = int(self.p["periods"]) * 2 * np.pi / exc[3]
         self.T_val = 2 * np.pi / val[3]
         self.T_slow = 0.0
-        if self.p["fit_band"] and self.p.get("slow_speed", 0.0) > 0.0:
-            m = self.model
-            self.slow_dir = np.where(m.upper_limits - self.q_ref >= self.q_ref - m.lower_limits, 1.0, -1.0)
-            self.T_slow = bands.slow_excitation(self.q_ref, self.p["slow_speed"], SLOW_PERIOD, self.slow_dir, 0.0)[3]
+        if self.slow_speed > 0.0:
+            self.slow_dir = bands.slow_direction(self.model.lower_limits, self.model.upper_limits, self.q_ref)[0]
+            self.T_slow = bands.slow_duration(SLOW_PERIOD)
         self.t0 = t
         self.rec = []                                   # (t, q, tau, v) per control cycle
         self._g_applied = None                          # g(q) at the state the held command was sent at
@@ -201,7 +201,7 @@ class DynamicsRun:
         elif te < self.T_id + self.T_val:
             ref = idn.fourier_trajectory(*self.val[:4], np.array([te - self.T_id]))
         elif te < self.T_id + self.T_val + self.T_slow:
-            ref = bands.slow_excitation(self.q_ref, self.p["slow_speed"], SLOW_PERIOD, self.slow_dir,
+            ref = bands.slow_excitation(self.q_ref, self.slow_speed, SLOW_PERIOD, self.slow_dir,
                                       te - self.T_id - self.T_val)[:3]
         else:                                   # done: hold, and solve off the control thread
             loop.law.set_reference(JointReference(self.q_ref.copy()))
