@@ -149,7 +149,8 @@ def test_aborts_with_a_reason_and_restores_the_reference():
 def test_a_slow_excitation_that_would_leave_the_limits_is_refused():
     """dynamics_id.slow_speed sets how far the slow excitation goes (slow_speed x 2 s / pi from the held
     pose, toward each joint's roomier side): one that would take a joint within the margin of its
-    limits is refused with the joint, the default is taken."""
+    limits is refused with the joint, one whose speed or acceleration is over the excitation's caps
+    (vel_frac, acc_max) too; the default is taken."""
     model, sim, loop, _ = rig()
     t = run_for(loop, sim, 0.0, 0.5)
     room = np.maximum(model.upper_limits - Q0, Q0 - model.lower_limits) - 0.1      # the default margin
@@ -157,6 +158,14 @@ def test_a_slow_excitation_that_would_leave_the_limits_is_refused():
     ok, msg = loop.runs.start_dynamics_id(t, {"slow_speed": too_fast})
     j = model.joint_names[int(np.argmin(room))]
     assert not ok and "dynamics_id.slow_speed" in msg and j in msg, msg
+    # within the room but over the excitation's caps: its acceleration (slow_speed x 2 pi / 2 s) over
+    # acc_max, its speed over vel_frac x the joints' velocity limits
+    assert 1.0 * 2.0 / np.pi < np.min(room)
+    ok, msg = loop.runs.start_dynamics_id(t, {"slow_speed": 1.0, "acc_max": 0.99 * np.pi})
+    assert not ok and "acc_max" in msg, msg
+    cap = 0.5 * np.min(model.velocity_limits)
+    ok, msg = loop.runs.start_dynamics_id(t, {"slow_speed": 1.01 * cap, "acc_max": 10.0, "vel_frac": 0.5})
+    assert not ok and "speed cap" in msg, msg
     ok, msg = loop.runs.start_dynamics_id(t)
     assert ok, msg
 

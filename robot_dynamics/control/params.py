@@ -165,8 +165,9 @@ LOOP_PARAMS = [
          "from the same run and write it as friction_velocity_scale; false: the fixed 0.01 rad/s band", live=True),
     Spec("dynamics_id.slow_speed", 0.032, "peak joint speed [rad/s] of the short slow excitation after the "
          "validation that identifies the velocity scales (every joint out and back at 1/16, 1/4 and 1 of it, 2 s "
-         "each, 7 s in all; at most slow_speed x 0.64 s from the start); 0: they come from the fast "
-         "excitation's rows", "nonneg", live=True),
+         "each, 7 s in all; at most slow_speed x 0.64 s from the start; refused over vel_frac x the velocity "
+         "limits, over acc_max / pi, or where it would come within margin of a limit); 0: they come from the "
+         "fast excitation's rows", "nonneg", live=True),
     Spec("dynamics_id.band_min", 0.002, "the smallest vs written [rad/s]; the run also keeps each joint's vs "
          "above 4 x the noise it measures on the joint velocities (a band narrower than the noise chatters; a "
          "wider one only compensates less)", "positive", live=True),

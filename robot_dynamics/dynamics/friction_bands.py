@@ -16,9 +16,13 @@ import numpy as np
 
 from .identification import dataset, derivatives, lowpass
 
+BAND_MAX = 0.5            # [rad/s] the widest band searched, and a joint's vs where its rows cannot tell
+MIN_ROWS = 20             # a joint's rows (away from the record's gaps) below which its vs is not fitted
+MIN_TRIPLES = 10          # velocity_noise: the distinct samples' triples below which it is not told
+
 
 def fit_bands(model, t, q, tau, inertial=False, est=None, derivative_cutoff=50.0, cutoff=10.0, step=5, trim=0.5,
-              valid=None, band_min=0.002, band_max=0.5, n_grid=40):
+              valid=None, band_min=0.002, band_max=BAND_MAX, n_grid=40):
     """The velocity scale vs of each joint's dry friction fc tanh(v / vs) from the same data (issue 43):
     the shape of the friction near zero speed, which the fixed FRICTION_BAND only assumed.  The model
     is nonlinear in vs alone: per joint, for each vs on a log grid over [band_min, band_max], the
@@ -30,7 +34,7 @@ def fit_bands(model, t, q, tau, inertial=False, est=None, derivative_cutoff=50.0
     (valid).  inertial=True: the inertial part of `est` (an Identification with the inertials) is
     taken from the target first.  band_min: the floor (a band narrower than the velocity noise makes
     the compensation chatter; a wider one is safe: the compensation stays below the model).  Returns
-    (vs per joint, {joint: (grid, residual RMS)})."""
+    (vs per joint, NaN where fewer than MIN_ROWS rows are left, {joint: (grid, residual RMS)})."""
     W, y, keep, v, sl = _band_rows(model, t, q, tau, inertial, derivative_cutoff, cutoff, step, trim, valid)
     n = model.nv
     p0 = W.shape[2] - 4 * n                    # the joint block's first column
@@ -42,6 +46,9 @@ def fit_bands(model, t, q, tau, inertial=False, est=None, derivative_cutoff=50.0
     out, curves = np.empty(n), {}
     for j in range(n):
         rows = keep[:, j]
+        if rows.sum() < MIN_ROWS:
+            out[j] = np.nan
+            continue
         fixed = W[rows][:, j, [p0 + j, p0 + n + j, p0 + 3 * n + j]]       # Ia q'', fv q', off
         yj = y[rows, j]
         res = np.empty(n_grid)
@@ -79,21 +86,37 @@ def _grid_minimum(grid, res):
 
 
 def velocity_noise(v, t=None):
-    """The white noise on sampled joint velocities v (N, n), per joint: the spread of their second
-    differences over sqrt(6) (white noise of std s gives s sqrt(6) there; an excitation's motion, its
-    jerk times h^2, next to nothing at a control rate), the spread as 1.4826 x the median absolute
-    deviation (a friction reversal's step in the acceleration, a few samples each, does not count).  t:
-    the samples' times; only the second differences over two equal intervals (within 10 % of the
-    median) are taken (across a gap the motion's acceleration would read as noise)."""
+    """The white noise on sampled joint velocities v (N, n), per joint: the spread of the combinations
+    e = (h2 v0 - (h1 + h2) v1 + h1 v2) / |(h2, h1 + h2, h1)| of each three samples in a row, h1 and h2
+    their intervals (zero on any straight line in time; white noise of std s gives s; at equal
+    intervals the second difference over sqrt(6); an excitation's motion, its jerk times h^2, next to
+    nothing at a control rate), the spread as 1.4826 x the median absolute deviation (a friction
+    reversal's step in the acceleration, a few samples each, does not count).  A sample equal to the
+    one before at every joint is a driver's repeat (the loop stepped again before a new state came)
+    and is left out first: it would read as no noise.  t: the samples' times (None: equal intervals);
+    the triples across a gap (an interval over 1.5 x the median) are left out (the motion's
+    acceleration would read as noise).  NaN per joint where fewer than MIN_TRIPLES triples are left."""
     v = np.asarray(v, float)
-    d2 = v[2:] - 2.0 * v[1:-1] + v[:-2]
-    if t is not None and len(d2):
-        dt = np.diff(np.asarray(t, float))
-        h = float(np.median(dt))
-        d2 = d2[(np.abs(dt[:-1] - h) < 0.1 * h) & (np.abs(dt[1:] - h) < 0.1 * h)]
-    if len(d2) < 3:
-        return np.zeros(v.shape[1] if v.ndim == 2 else 1)
-    return 1.4826 * np.median(np.abs(d2 - np.median(d2, axis=0)), axis=0) / np.sqrt(6.0)
+    v = v.reshape(len(v), -1)
+    new = np.ones(len(v), bool)
+    new[1:] = np.any(v[1:] != v[:-1], axis=1)
+    v = v[new]
+    if t is None:
+        h1 = h2 = np.ones(max(len(v) - 2, 0))
+    else:
+        dt = np.diff(np.asarray(t, float)[new])
+        h1, h2 = dt[:-1], dt[1:]
+        if len(dt):
+            h = float(np.median(dt))
+            ok = (h1 > 0.0) & (h2 > 0.0) & (h1 <= 1.5 * h) & (h2 <= 1.5 * h)
+            h1, h2 = np.where(ok, h1, np.nan), np.where(ok, h2, np.nan)
+    a = np.column_stack([h2, -(h1 + h2), h1])
+    a /= np.linalg.norm(a, axis=1, keepdims=True)
+    e = a[:, :1] * v[:-2] + a[:, 1:2] * v[1:-1] + a[:, 2:] * v[2:]
+    e = e[np.isfinite(a[:, 0])]
+    if len(e) < MIN_TRIPLES:
+        return np.full(v.shape[1], np.nan)
+    return 1.4826 * np.median(np.abs(e - np.median(e, axis=0)), axis=0)
 
 
 SLOW_RATIOS = (1.0 / 16.0, 0.25, 1.0)     # the slow excitation's peak speeds, as fractions of the fastest's
@@ -139,7 +162,7 @@ def slow_excitation(q_start, v_peak, period, direction, t, hold=0.5):
 
 
 def fit_bands_slow(model, t, q, tau, est, inertial=False, derivative_cutoff=50.0, cutoff=10.0, step=5, trim=0.5,
-                   valid=None, band_min=0.002, band_max=0.5, n_grid=40):
+                   valid=None, band_min=0.002, band_max=BAND_MAX, n_grid=40):
     """The velocity scale vs of each joint's dry friction from the slow excitation's data (t, q, tau:
     its window), the rest of the model from the main estimate `est`: what the joint needs but its dry
     friction (the inertials and Ia, fv, off of est) taken from the torque, the dry part's size fc from
@@ -150,7 +173,8 @@ def fit_bands_slow(model, t, q, tau, est, inertial=False, derivative_cutoff=50.0
     milliseconds, at poses all over the excitation, where the model's errors are as large as the
     shape's signal; here the arm crosses the speeds near rest slowly, at accelerations near zero, at
     the pose it works at (on franky-sim the fast rows gave the shoulder 0.0118 rad/s where its friction
-    loss at the start pose rises within 0.001).  Returns (vs per joint, {joint: (grid, residual RMS)})."""
+    loss at the start pose rises within 0.001).  Returns (vs per joint, NaN where fewer than MIN_ROWS
+    rows are left, {joint: (grid, residual RMS)})."""
     W, y, keep, v, sl = _band_rows(model, t, q, tau, inertial, derivative_cutoff, cutoff, step, trim, valid)
     n = model.nv
     theta = est.theta()
@@ -162,6 +186,9 @@ def fit_bands_slow(model, t, q, tau, est, inertial=False, derivative_cutoff=50.0
     out, curves = np.empty(n), {}
     for j in range(n):
         rows = keep[:, j]
+        if rows.sum() < MIN_ROWS:
+            out[j] = np.nan
+            continue
         yj = y[rows, j]
         res = np.empty(n_grid)
         for i, vs in enumerate(grid):

@@ -46,8 +46,10 @@ meets the term:
   freed by it, but a hand holding the arm off the law's set point meets it as k fc more friction:
   a push feels stiffer (on MuJoCo's soft friction, k 450 N/m: 463 N/m at k 0, 465 at 0.05, 469 at
   0.1, 564 at 1).  Hence the small k written, which frees no arm measurably: the sharp plant's
-  release stops 1.15 mm off at 0.05 as at 0, 0.31 mm at 0.1 (franky-sim's arm needs none: with the
-  velocity scales of the slow excitation it comes back within 0.5 mm, doc/identification.md).
+  release stops 1.15 mm off at 0.05 as at 0, 0.31 mm at 0.1, a threshold of that push, not a margin
+  (franky-sim's arm needs none: with the velocity scales of the slow excitation it comes back within
+  0.44 mm at k 450 N/m, 1.61 mm at the shipped k 300 and k_rot 10, the law's own pace there,
+  doc/identification.md).
 - with a sensor (cartesian_impedance with an F/T sensor, State.wrench_source "sensor"), p is the
   law's pull plus the environment's torque J^T w of the measured wrench w, i.e. every torque on the
   joint but its friction, and the fraction is `friction_stiction_sensed` (default 1).  A hand

@@ -10,7 +10,8 @@ cycle, so every front end has it (the controller node over DDS, the Franka bridg
     slow       the short extra excitation for the dry friction's shape near rest (`slow_speed` > 0 and
                fit_band): every joint out and back, slowly, three times at peak speeds slow_speed / 16,
                / 4 and slow_speed (friction_bands.slow_excitation; 7 s at the defaults): each joint's
-               velocity scale vs from it (fit_bands_slow), the fast rows' fit (fit_bands) without it
+               velocity scale vs from it (fit_bands_slow), the fast rows' fit (fit_bands) without it;
+               each vs at least BAND_NOISE x the joint velocity noise the record shows (_band_floor)
     solve      on a thread of its own (seconds of numpy: not on the control thread, whose watchdog would
                trip), the arm holding where it started: dataset() + solve(): the per-joint rotor inertia and friction (the URDF's inertials
                trusted; `inertial` true: all base parameters), the validation torque RMS before
@@ -76,6 +77,11 @@ class DynamicsRun:
                 raise ValueError(f"dynamics_id.slow_speed: {p['slow_speed']} rad/s takes every joint {travel:.3f} "
                                  f"rad from where it holds, {m.joint_names[j]} has {max(room[j], 0.0):.3f} rad "
                                  f"to its limit beyond the margin: lower it (0: no slow excitation)")
+            cap, acc = float(velocity_caps(m, p["vel_frac"]).min()), self.slow_speed * 2.0 * np.pi / SLOW_PERIOD
+            if self.slow_speed > cap or acc > p["acc_max"]:
+                raise ValueError(f"dynamics_id.slow_speed: {p['slow_speed']} rad/s is over the excitation's speed "
+                                 f"cap {cap:.3f} rad/s (vel_frac) or its {acc:.3f} rad/s^2 over acc_max "
+                                 f"{p['acc_max']:g}: lower it (0: no slow excitation)")
         self.loop, self.p, self.model = loop, p, loop.model
         self.inertial = bool(p["inertial"])
         self.measured = loop.cycle.have_effort
@@ -234,6 +240,29 @@ class DynamicsRun:
         return g, np.column_stack([np.interp(g, ts, Q[:, j]) for j in range(Q.shape[1])]), \
             np.column_stack([np.interp(g, ts, tau[:, j]) for j in range(tau.shape[1])]), valid
 
+    def _band_floor(self, vs):
+        """The fitted scales vs kept on the safe side: a joint's too few rows to fit (NaN) -> BAND_MAX, the
+        widest (the compensation's dry part rises over it); each at least BAND_NOISE x the joint's
+        velocity noise, measured on the run's record (a band narrower than the noise makes the
+        compensation chatter).  Returns (vs, the status note, '' if none)."""
+        m, notes = self.model, []
+        lost = ~np.isfinite(vs)
+        if np.any(lost):
+            notes.append(f"vs not identified for {', '.join(m.joint_names[j] for j in np.flatnonzero(lost))} "
+                         f"(too few samples away from the record's gaps): {bands.BAND_MAX:g} rad/s, the widest")
+            vs = np.where(lost, bands.BAND_MAX, vs)
+        self.v_noise = bands.velocity_noise([r[3] for r in self.rec], [r[0] for r in self.rec])
+        if not np.all(np.isfinite(self.v_noise)):
+            notes.append("the joint velocity noise could not be measured (too few distinct joint states): vs not "
+                         "checked against it")
+        floor = BAND_NOISE * np.nan_to_num(self.v_noise)
+        if np.any(floor > vs):
+            raised = [f"{m.joint_names[j]} {vs[j]:.4f} -> {floor[j]:.4f}" for j in np.flatnonzero(floor > vs)]
+            notes.append(f"vs held at {BAND_NOISE:g} x the joint velocity noise (its std "
+                         f"{np.array2string(self.v_noise, precision=5)} rad/s): {', '.join(raised)}")
+            vs = np.maximum(vs, floor)
+        return vs, "; ".join(notes)
+
     def _solve(self):
         p, m = self.p, self.model
         try:
@@ -257,14 +286,7 @@ class DynamicsRun:
                     self.bands, _ = bands.fit_bands_slow(m, ts, qs, taus, valid=vals, **fkw)
                 else:
                     self.bands, _ = bands.fit_bands(m, t, q, tau, valid=valid, **fkw)
-                self.v_noise = bands.velocity_noise([r[3] for r in self.rec], [r[0] for r in self.rec])
-                floor = BAND_NOISE * self.v_noise
-                if np.any(floor > self.bands):
-                    raised = [f"{m.joint_names[j]} {self.bands[j]:.4f} -> {floor[j]:.4f}"
-                              for j in np.flatnonzero(floor > self.bands)]
-                    self.band_note = (f"vs held at {BAND_NOISE:g} x the joint velocity noise (its std "
-                                      f"{np.array2string(self.v_noise, precision=5)} rad/s): {', '.join(raised)}")
-                    self.bands = np.maximum(self.bands, floor)
+                self.bands, self.band_note = self._band_floor(self.bands)
                 kw["band"] = self.bands
                 W, y, mask = idn.dataset(m, t, q, tau, inertial=self.inertial, valid=valid, **kw)
                 est = idn.solve(W, y, base, theta_prior=prior, mask=mask)
