@@ -97,7 +97,8 @@ def velocity_noise(v, t=None):
     the triples across a gap (an interval over 1.5 x the median) are left out (the motion's
     acceleration would read as noise).  NaN per joint where fewer than MIN_TRIPLES triples are left."""
     v = np.asarray(v, float)
-    v = v.reshape(len(v), -1)
+    if v.ndim == 1:
+        v = v[:, None]
     new = np.ones(len(v), bool)
     new[1:] = np.any(v[1:] != v[:-1], axis=1)
     v = v[new]
