@@ -82,7 +82,7 @@ def main():
                     help="also the file as written with the push measured by an F/T sensor at the TCP (published on "
                          "/ft_sensor/wrench, the bridge's wrench_topic)")
     ap.add_argument("--stictions", type=float, nargs="*", default=[],
-                    help="other friction_stiction values [0, 0.5] to compare with the file as written")
+                    help="other friction_stiction values [0, 1] to compare with the file as written")
     ap.add_argument("--inertial", action="store_true",
                     help="identify all base parameters (dynamics_id.inertial true: franky-sim's inertials are not the "
                          "URDF's) instead of trusting the URDF's inertials")

@@ -10,11 +10,11 @@ then 2F, each held 4 s, then released.  ROS-free, in process.
 Per row: stiffness from the F -> 2F slope and from the first push alone, the flange's distance from
 its start 2 s after the release, the fastest joint over the last 0.5 s of each hold and of the release
 (creep); compensations (each file row with the file's rotor inertia, `armature`, in the law's model as
-the nodes load it; the row "none" is the URDF alone): none, the identified fv and fc with the fixed 0.01 rad/s band at full size (the
-file as written before issue 43), the file as written now (identified velocity scale, band margin 1.5,
-stiction 0.05), that without the stiction term, the full stiction (1) along the law's pull alone, and
-the file with the push measured by an F/T sensor at the flange (friction_stiction_sensed 1: the
-stiction along the law's pull plus J^T of the measured wrench).
+the nodes load it; the row "none" is the URDF alone): none, the identified fv and fc with the fixed
+0.01 rad/s band at full size (the file as written before issue 43), the file as written now (identified
+velocity scale, band margin 1.5, stiction 1: at rest fc along the law's pull where the law moved the arm
+last), that without the stiction term, and the file with the push measured by an F/T sensor at the
+flange (friction_stiction_sensed 1: the stiction along the law's pull plus J^T of the measured wrench).
 
 --franka: franky-sim's joint friction, damping and rotor inertia (its fr3.xml) on the same Panda
 model, at franky-sim's start pose, with config/fr3_cartesian_impedance.yaml's gains (read from it: k
@@ -48,7 +48,6 @@ def rows_for(model, name, solref, cases, **kw):
     table = {"none": (None, False), "identified fv, fc; fixed band 0.01 rad/s (before)": (old, False),
              "identified file as written": (fr, False),
              "the same, friction_stiction 0": ({**fr, "friction_stiction": 0.0}, False),
-             "the same, friction_stiction 1 (no sensor)": ({**fr, "friction_stiction": 1.0}, False),
              "the file, the push measured by an F/T sensor": (fr, True)}
     for label in cases:
         f, sensor = table[label]
@@ -78,8 +77,7 @@ def main():
     args = ap.parse_args()
     model = Model.from_robot("panda")
     everything = ["none", "identified fv, fc; fixed band 0.01 rad/s (before)", "identified file as written",
-                  "the same, friction_stiction 0", "the same, friction_stiction 1 (no sensor)",
-                  "the file, the push measured by an F/T sensor"]
+                  "the same, friction_stiction 0", "the file, the push measured by an F/T sensor"]
     rows = []
     for name, solref in (("sharp", SHARP), ("soft", SOFT)):
         rows += rows_for(model, name, solref, everything)
@@ -94,7 +92,7 @@ def main():
         rows = []
         for name, solref in (("sharp", SHARP), ("soft", SOFT)):
             rows += rows_for(model, name, solref, ["none", "identified file as written",
-                                                   "the same, friction_stiction 1 (no sensor)",
+                                                   "the same, friction_stiction 0",
                                                    "the file, the push measured by an F/T sensor"], **kw)
         print_table(f"franky-sim's friction (fr3.xml) on the Panda at franky-sim's start pose, k {k:.0f} N/m, k_rot "
                     f"{k_rot:g}, 9 N then 18 N (3 s each), released 2 s", rows, k)

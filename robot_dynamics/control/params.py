@@ -171,7 +171,8 @@ LOOP_PARAMS = [
     Spec("dynamics_id.band_min", 0.002, "the smallest vs written [rad/s]; the run also keeps each joint's vs "
          "above 4 x the noise it measures on the joint velocities (a band narrower than the noise chatters; a "
          "wider one only compensates less)", "positive", live=True),
-    Spec("dynamics_id.stiction", 0.05, "friction_stiction written with the result (0: none)", "nonneg", live=True),
+    Spec("dynamics_id.stiction", 1.0, "friction_stiction written with the result, [0, 1] (0: none)", "nonneg",
+         live=True),
     Spec("dynamics_id.scale", 1.0, "friction_scale written with the result (the fraction compensated)",
          "nonneg", live=True),
     Spec("dynamics_id.max_gap", 0.005, "a gap in the recorded states longer than this [s] (states the loop did "
@@ -279,8 +280,10 @@ LAW_KEYS = {
     "friction_band_margin": ("positive", "the compensation's tanh band is this (>= 1) times the model's: at most "
                                          "the identified friction at every speed, 1 / margin of it near rest"),
     "friction_stiction": ("double", "at rest, this fraction [0, 1] of friction_coulomb along the law's own pull "
-                                    "(its torque without gravity), fading as the joint slides: the breakaway a "
-                                    "velocity-sign model does not give (0: off)"),
+                                    "(its torque without gravity) where the law moved the arm last (the pull "
+                                    "along the arm's last motion), fading as the joint slides and as its pull "
+                                    "exceeds its friction: the breakaway a velocity-sign model does not give "
+                                    "(0: off)"),
     "friction_stiction_sensed": ("double", "the same fraction [0, 1] where a sensor measures the environment's "
                                            "torque (cartesian_impedance with an F/T sensor): along the law's pull "
                                            "plus J^T of the measured wrench, zero where they balance (0: the "

@@ -345,6 +345,7 @@ class ControlLaw:
         self.friction = FrictionCompensation(self.nv)
         self._q_last = np.zeros(model.nq)              # the state's q, for the stiction term's g(q)
         self._pull_ext = None                          # J^T w of a sensed wrench for the stiction term
+        self._t_state, self._dt = -math.inf, 0.0       # the state's time, its step (the stiction's slip)
         self._il = np.tril_indices(self.nv, -1)
         self.continuous = continuous_mask(model)      # None or a mask: errors wrapped to [-pi, pi)
         self._params = {}
@@ -438,6 +439,13 @@ class ControlLaw:
             self.info.status = "nonfinite state"
             return None, None
         self._q_last = q
+        t = state.t
+        if t is None:
+            self._dt = 0.0
+        else:
+            dt = t - self._t_state
+            self._dt = dt if 0.0 < dt < 0.1 else 0.0
+            self._t_state = t
         return q, v
 
     def _add_friction(self, tau, v):
@@ -452,7 +460,7 @@ class ControlLaw:
                 fr.pull -= self._g(self._q_last)
             if fr.sensed:
                 fr.pull += ext
-        return fr.add(tau, v)
+        return fr.add(tau, v, self._dt)
 
     def friction_torque(self, v):
         """The friction compensation alone, as added (for tests and plots)."""

@@ -32,31 +32,51 @@ F -> 2F stiffness came out 297 N/m with this shape at m = 1.5, 254 with tanh(x /
 The offset is not friction (a constant torque, bias) and is
 compensated as identified.
 
-Stiction at rest (`friction_stiction` k in [0, 1], default 0; the identification writes 0.05): a
+Stiction at rest (`friction_stiction` k in [0, 1], default 0; the identification writes 1): a
 velocity-sign model gives nothing at rest (tanh(0) = 0), so an arm released after a push stops where
-the law's spring no longer beats the static friction (1.1 mm at the flange on the sharp MuJoCo plant,
+the law's spring no longer beats the static friction (1.11 mm at the flange on the sharp MuJoCo plant,
 k 450 N/m).  At rest the dry term gets k fc along the pull p, fading as the joint slides:
 
-    fc [sat(v) + k (1 - |sat(v)|) tanh(p / p0)],     p0 = friction_stiction_torque
+    fc [sat(v) + k (1 - |sat(v)|) h g fade(p) tanh(p / p0)],     p0 = friction_stiction_torque
 
-at most fc in size at every speed for any k <= 1 (|sat| + k (1 - |sat|) <= 1).  What p is decides who
-meets the term:
+at most fc in size at every speed for any k <= 1 (|sat| + k (1 - |sat|) <= 1; h, g and fade within
+[0, 1]; h and g without a sensor, 1 with one).  h, the term's share on the joint, is
+clip(2 - vs / STICTION_VS, 0, 1): in full where the
+identified friction rises within STICTION_VS (0.003 rad/s: the slow excitation's floor band_min 0.002
+is where a static friction sharper than the data resolve lands), none from twice that.  Below a
+plant's own vs the term is more than the friction it meets (at most fc, while the plant's has not
+risen), so a joint it frees creeps home at up to about tanh(p / p0) vs: on franky-sim (k 450 N/m,
+bench/franka_push.py) the term in full on every joint kept joint 5 (vs 0.0062) creeping at 1.3e-3
+rad/s 4-5 s after the release, 2.8e-4 with the share, the release 0.40 and 0.41 mm.  A friction that
+rises over a resolved band is held near rest by the velocity model already.
+What p is, and g, decide who meets the term:
 - without a measurement of the environment's torque, p is the law's own pull (its torque with
-  gravity left out: the spring and damper's, the posture's).  An arm stuck by its own friction is
-  freed by it, but a hand holding the arm off the law's set point meets it as k fc more friction:
-  a push feels stiffer (on MuJoCo's soft friction, k 450 N/m: 463 N/m at k 0, 465 at 0.05, 469 at
-  0.1, 564 at 1).  Hence the small k written, which frees no arm measurably: the sharp plant's
-  release stops 1.15 mm off at 0.05 as at 0, 0.31 mm at 0.1, a threshold of that push, not a margin
-  (franky-sim's arm needs none: with the velocity scales of the slow excitation it comes back within
-  0.44 mm at k 450 N/m, 1.61 mm at the shipped k 300 and k_rot 10, the law's own pace there,
-  doc/identification.md).
+  gravity left out: the spring and damper's, the posture's).  Nothing in q, v or the motor torque
+  tells an arm stuck by its own friction from an arm a hand holds off the law's set point, but the
+  way it came to rest does: stuck on its way back, the arm last moved along the law's pull; pushed and
+  held, against it.  So g = 1 where the law moved the arm last, 0 elsewhere: the term keeps the arm's
+  displacement while sliding (`moved`: the joints faster than their vs; forgotten over TRAVEL of such
+  travel, and at the balance, every joint's pull within BALANCE p0) and acts while the pull is along
+  it (p . moved > 0).  Per joint it also fades out as the pull grows from fc to FADE fc (fade(p)): a
+  joint at rest under more pull than its friction holds is held by something else (a hand, through
+  the chain).  Along every pull (g = 1 throughout, as before the gate) a hand met the term as k fc more
+  friction: the soft plant's first push +25.3 % at k 1, +4.1 to 5.6 % at 0.1-0.2, where the sharp
+  plant's release first came back (0.31 mm).  The arm's last motion, not each joint's: at the release
+  the wrist jerked against its own later pull (coupling), and during the push it slid back along its
+  (the rotation spring's) while the hand held the arm; nor the pull's work on the arm, which the
+  damper turns negative before a returning arm stops.  Gated, the term at 1 frees the sharp plant's
+  arm (0.46 mm after 2 s) and leaves the pushes as without it (bench/friction_push.py).  Where the
+  arm stays stuck: where p + k fc tanh(p / p0) no longer beats fc (p0 0.05 N m, fc 0.8 N m: a pull of
+  0.075 N m).  A push from the side an arm came back from meets the term while it breaks the arm away
+  (until the arm has moved against the pull), unless the arm reached the balance first.
 - with a sensor (cartesian_impedance with an F/T sensor, State.wrench_source "sensor"), p is the
   law's pull plus the environment's torque J^T w of the measured wrench w, i.e. every torque on the
   joint but its friction, and the fraction is `friction_stiction_sensed` (default 1).  A hand
   pushing the arm is measured, so the term pulls toward where law and hand balance; the arm at rest
   sits where it would without friction, and after the release it returns where the law holds it
   (bench/friction_push.py: the Panda rig, k 450 N/m, the first push +2.7 % and +0.5 % stiff on the
-  sharp and soft plants with the sensor at fraction 1, +6.6 % and +25.3 % at 1 without it; a Franka's
+  sharp and soft plants with the sensor at fraction 1, +6.6 % and +25.3 % at 1 along every pull
+  without it, before the gate; a Franka's
   friction at franky-sim's start pose, k 300 N/m, k_rot 10, 9 N: +64 % with the file as written,
   +1.2 % with the sensor; at k_rot 30 the rotation spring frees the arm itself, doc/identification.md).
   The sensor's noise enters p through J^T, and the tanh's slope fc / p0 turns it into torque: near
@@ -79,14 +99,23 @@ meets the term:
   hand's push meets up to d more friction).  An estimated wrench (wrench_source "observer": from the
   motor torques) is not used for it: it holds the friction too, and p would be the law's pull less
   itself.
-It is not identified: a fraction of the identified fc (a presliding state, Dahl's or LuGre's, holds
-the friction at rest but does not tell which way the arm should go, which is what breaks it free).
-It does work only in the direction p pulls, toward the equilibrium, and vanishes there (p -> 0).
+Its size is the identified fc, the speed it fades over and the joints it acts on the identified vs
+(the same run's data); k = 1 is written, TRAVEL, BALANCE, FADE and STICTION_VS are fixed (a
+presliding state, Dahl's or LuGre's, holds the friction at rest but does not tell which way the arm
+should go, which is what breaks it free; the arm's last motion against the law's pull is the part of
+such a history that does).  It does work only in the direction p pulls, toward the equilibrium, and
+vanishes there (p -> 0).
 Measured in test_friction.py and bench/friction_push.py.
 """
+import math
+
 import numpy as np
 
 NOISE_DEADZONE = 4.0      # with a sensor, the pull's dead zone: this many x the noise it gives each joint
+TRAVEL = 0.01             # [rad] without a sensor, the arm's last motion is its displacement over about this
+BALANCE = 0.25            # ... forgotten where the pull is within this x p0 on every joint (at the balance)
+FADE = 1.5                # ... and the term fades out as a joint's pull grows from fc to this x fc
+STICTION_VS = 0.003       # [rad/s] the term in full on joints whose vs is within this, none from twice it
 
 
 class FrictionCompensation:
@@ -113,6 +142,10 @@ class FrictionCompensation:
         self.noisy = False                    # the dead zone is wider than p0 on some joint
         self._Bt, self._Ct, self._Jg = np.zeros((6, n)), np.zeros((6, n)), np.zeros((6, n))
         self._p = np.zeros(n)
+        self.returning = False                # the arm's last motion was along the law's pull
+        self.moved = np.zeros(n)              # the arm's last motion: its displacement over about TRAVEL
+        self._sv = np.zeros(n)
+        self._on = np.zeros(n, dtype=bool)
 
     def set(self, p):
         """From the validated flat parameters: friction_compensation, _viscous, _coulomb,
@@ -127,11 +160,13 @@ class FrictionCompensation:
         k = self.scale
         self._fv, self._fc, self._fo = k * self.fv, k * self.fc, k * self.off
         self._inv_vs, self._inv_m = 1.0 / self.vs, 1.0 / self.margin
+        self._fade = 1.0 / ((FADE - 1.0) * np.maximum(self.fc, 1e-12))   # 1 - (|p| - fc) _fade
+        self.sharp = np.clip(2.0 - self.vs / STICTION_VS, 0.0, 1.0)    # the term's share per joint
         self.stiction, self.pull_scale = float(p["friction_stiction"]), float(p["friction_stiction_torque"])
         self.stiction_sensed = float(p["friction_stiction_sensed"])
         self.active = bool(p["friction_compensation"]) and bool(np.any(self._fv) or np.any(self._fc) or np.any(self._fo))
 
-    def add(self, tau, v):
+    def add(self, tau, v, dt=0.0):
         """tau += c(v) (when active)."""
         if self.active:
             t, w = self._tmp, self._w
@@ -151,8 +186,18 @@ class FrictionCompensation:
                     np.maximum(p, 0.0, out=p)
                     np.copysign(p, self.pull, out=p)
                     w *= np.tanh(p / self.pull_scale)
-                else:
-                    w *= np.tanh(self.pull / self.pull_scale)
+                else:                            # only where the law moved the arm last
+                    self._last_motion(v, dt)
+                    sv, p = self._sv, self.pull
+                    if not self.returning:
+                        w.fill(0.0)
+                    np.abs(p, out=sv)                    # fading from fc to FADE fc of pull: beyond its
+                    sv *= self._fade                     # friction a joint is held by something else
+                    np.subtract(1.0 + 1.0 / (FADE - 1.0), sv, out=sv)
+                    np.clip(sv, 0.0, 1.0, out=sv)
+                    w *= sv
+                    w *= self.sharp
+                    w *= np.tanh(p / self.pull_scale)
                 w *= k
                 t += w
             t *= self._fc
@@ -160,6 +205,27 @@ class FrictionCompensation:
             tau += self._fv * v
             tau += self._fo
         return tau
+
+    def _last_motion(self, v, dt):
+        """Who moved the arm last, without a sensor: `moved` is its displacement while sliding (the joints
+        with |v| > vs; dt the state's step), forgotten over TRAVEL of such travel and at the balance (the
+        pull within BALANCE p0 on every joint); `returning`: the law's pull is along it (p . moved > 0),
+        the law moved the arm last, not the environment."""
+        p, sv, on, m = self.pull, self._sv, self._on, self.moved
+        if dt > 0.0:
+            np.abs(v, out=sv)
+            np.greater(sv, self.vs, out=on)
+            sv *= on
+            travel = float(sv.sum()) * dt
+            if travel > 0.0:
+                m *= math.exp(-travel / TRAVEL)
+                np.multiply(v, dt, out=sv)
+                sv *= on
+                m += sv
+        np.abs(p, out=sv)
+        if float(sv.max()) < BALANCE * self.pull_scale:
+            m.fill(0.0)
+        self.returning = float(p.dot(m)) > 0.0
 
     def sensed_deadzone(self, J, R, cov, gain=None):
         """The pull's dead zone per joint with a sensor: J (6 x n) the frame's world-aligned Jacobian, R

@@ -60,8 +60,8 @@ class DynamicsRun:
         for key in ("period", "acc_max", "vel_frac", "cutoff"):
             if not p[key] > 0:
                 raise ValueError(f"dynamics_id.{key}: {p[key]} must be > 0")
-        if not 0 <= p.get("stiction", 0.0) <= 0.5:
-            raise ValueError(f"dynamics_id.stiction: {p['stiction']} must be within [0, 0.5]")
+        if not 0 <= p.get("stiction", 0.0) <= 1:
+            raise ValueError(f"dynamics_id.stiction: {p['stiction']} must be within [0, 1]")
         if not 0 < p["vel_frac"] <= 1:
             raise ValueError(f"dynamics_id.vel_frac: {p['vel_frac']} must be in (0, 1]")
         for key in ("periods", "harmonics"):
