@@ -34,7 +34,7 @@ compensated as identified.
 
 Stiction at rest (`friction_stiction` k in [0, 1], default 0; the identification writes 1): a
 velocity-sign model gives nothing at rest (tanh(0) = 0), so an arm released after a push stops where
-the law's spring no longer beats the static friction (1.11 mm at the flange on the sharp MuJoCo plant,
+the law's spring no longer beats the static friction (1.14 mm at the flange on the sharp MuJoCo plant,
 k 450 N/m).  At rest the dry term gets k fc along the pull p, fading as the joint slides:
 
     fc [sat(v) + k (1 - |sat(v)|) h g fade(p) tanh(p / p0)],     p0 = friction_stiction_torque
