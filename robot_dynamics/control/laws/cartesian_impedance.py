@@ -22,10 +22,10 @@ which gives every mode of the task-space error dynamics Lambda e'' + D e' + K e 
 dynamics seen through Lambda, nullspace and velocity-product terms aside) the damping ratio zeta:
 "critical" (zeta = 1) means each generalised eigenmode K phi = w^2 Lambda phi is damped with 2 w.
 K here is the nominal stiffness of all six axes (on force axes too, so that they keep their damping).
-Computed as 2 zeta K^1/2 (K^1/2 A K^1/2)^-1/2 K^1/2 from A = Lambda^-1 itself (base.MeanDamping: one 6x6
+Computed as 2 zeta K^1/2 (K^1/2 A K^1/2)^-1/2 K^1/2 from A = Lambda^-1 itself (damping.MeanDamping: one 6x6
 eigensolve, no inverse, D applied to the velocity error without being formed); with a zero stiffness
-(or one below base.MEAN_DAMPING_SPREAD of the largest) or a given axis, from the Cholesky factor of A
-(base.critical_damping).
+(or one below damping.MEAN_DAMPING_SPREAD of the largest) or a given axis, from the Cholesky factor of A
+(damping.critical_damping).
 Axes whose task.d_* is given use that value, decoupled (their rows and columns of D replaced by it).
 All given: D = diag(task.d_*).  Nullspace: nullspace_damping when given (diagonal), else
 D_ns = 2 zeta_ns M^1/2 (M^-1/2 K_ns M^-1/2)^1/2 M^1/2 with zeta_ns = nullspace_damping_ratio: critical
@@ -78,7 +78,8 @@ from scipy.linalg.lapack import dpotrf, dpotrs, dtrtri
 
 from ..cartesian_trajectory import CartesianTrajectory
 from .base import (GAIN_MAX, CartesianReference, ControlLaw, check_bool, check_gain, check_gains, check_scalar,
-                   check_vector, critical_damping, mean_damping, shortest_error)
+                   check_vector, shortest_error)
+from .damping import critical_damping, mean_damping
 from ...dynamics.reference import spatial
 
 _AX = ("x", "y", "z")
@@ -223,8 +224,8 @@ class CartesianImpedance(ControlLaw):
         self.K_ns = p["nullspace_stiffness"].copy()
         self.D_ns = None if p["nullspace_damping"] is None else p["nullspace_damping"].copy()
         self._two_zeta_ns = 2.0 * p["nullspace_damping_ratio"]
-        # the damping designs from one eigensolve each (base.MeanDamping) where every stiffness is > 0
-        # (and within MEAN_DAMPING_SPREAD of the largest: base.mean_damping)
+        # the damping designs from one eigensolve each (damping.MeanDamping) where every stiffness is > 0
+        # (and within MEAN_DAMPING_SPREAD of the largest: damping.mean_damping)
         self._mean = mean_damping(self.K, self._two_zeta)
         self._mean_ns = mean_damping(self.K_ns, self._two_zeta_ns)
         if p["q_nullspace"] is not None:

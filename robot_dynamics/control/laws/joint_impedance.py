@@ -9,9 +9,9 @@ dynamics about a fixed reference, Coriolis neglected) with the ratio zeta = damp
 
     D = 2 zeta M^1/2 (M^-1/2 K M^-1/2)^1/2 M^1/2          (K = diag(k_gains), M at the current q)
 
-computed every cycle from one nv x nv eigensolve: of K^-1/2 M K^-1/2 (base.MeanDamping: M # K = K # M,
+computed every cycle from one nv x nv eigensolve: of K^-1/2 M K^-1/2 (damping.MeanDamping: M # K = K # M,
 and K^1/2 is a diagonal), applied to the velocity error without forming D; with a zero gain (or one
-below base.MEAN_DAMPING_SPREAD of the largest), from the Cholesky factor of M (base.critical_damping).
+below damping.MEAN_DAMPING_SPREAD of the largest), from the Cholesky factor of M (damping.critical_damping).
 "Critical" (zeta = 1) means exactly that: each generalised eigenmode K phi = w^2 M phi gets the modal
 damping 2 w.  A diagonal 2 zeta sqrt(k_i m_ii) (the earlier rule) is not: its modal ratios on the
 Panda spread from about 0.6 to above 1.
@@ -22,7 +22,8 @@ import numpy as np
 import pinocchio as pin
 from scipy.linalg.lapack import dpotrf, dtrtri
 
-from .base import JointLaw, check_bool, check_gain, check_gains, critical_damping, mean_damping
+from .base import JointLaw, check_bool, check_gain, check_gains
+from .damping import critical_damping, mean_damping
 
 
 class JointImpedance(JointLaw):
