@@ -177,7 +177,9 @@ class FrictionCompensation:
             np.minimum(t, w, out=t)
             np.copysign(t, v, out=t)                     # sign(v) min(|x| / m, |tanh x|)
             k = self.stiction_sensed if self.sensed else self.stiction
-            if k > 0.0:                      # at rest (1 - |sat| -> 1) k fc along the pull
+            # at rest (1 - |sat| -> 1) k fc along the pull; without a sensor only where the law moved the
+            # arm last (_last_motion tracks that every step and says so)
+            if k > 0.0 and (self.sensed or self._last_motion(v, dt)):
                 np.abs(t, out=w)
                 np.subtract(1.0, w, out=w)
                 if self.sensed:                  # the pull beyond the sensor noise's dead zone
@@ -186,11 +188,8 @@ class FrictionCompensation:
                     np.maximum(p, 0.0, out=p)
                     np.copysign(p, self.pull, out=p)
                     w *= np.tanh(p / self.pull_scale)
-                else:                            # only where the law moved the arm last
-                    self._last_motion(v, dt)
+                else:
                     sv, p = self._sv, self.pull
-                    if not self.returning:
-                        w.fill(0.0)
                     np.abs(p, out=sv)                    # fading from fc to FADE fc of pull: beyond its
                     sv *= self._fade                     # friction a joint is held by something else
                     np.subtract(1.0 + 1.0 / (FADE - 1.0), sv, out=sv)
@@ -209,8 +208,8 @@ class FrictionCompensation:
     def _last_motion(self, v, dt):
         """Who moved the arm last, without a sensor: `moved` is its displacement while sliding (the joints
         with |v| > vs; dt the state's step), forgotten over TRAVEL of such travel and at the balance (the
-        pull within BALANCE p0 on every joint); `returning`: the law's pull is along it (p . moved > 0),
-        the law moved the arm last, not the environment."""
+        pull within BALANCE p0 on every joint); `returning` (returned): the law's pull is along it
+        (p . moved > 0), the law moved the arm last, not the environment."""
         p, sv, on, m = self.pull, self._sv, self._on, self.moved
         if dt > 0.0:
             np.abs(v, out=sv)
@@ -226,6 +225,7 @@ class FrictionCompensation:
         if float(sv.max()) < BALANCE * self.pull_scale:
             m.fill(0.0)
         self.returning = float(p.dot(m)) > 0.0
+        return self.returning
 
     def sensed_deadzone(self, J, R, cov, gain=None):
         """The pull's dead zone per joint with a sensor: J (6 x n) the frame's world-aligned Jacobian, R
