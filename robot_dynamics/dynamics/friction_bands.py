@@ -42,21 +42,34 @@ def fit_bands(model, t, q, tau, inertial=False, est=None, derivative_cutoff=50.0
         if est is None:
             raise ValueError("fit_bands: inertial=True needs the estimate of the inertials (est)")
         y = y - W[:, :, :p0] @ est.theta()[:p0]
+
+    def joint(j, rows, yj):
+        fixed = W[rows][:, j, [p0 + j, p0 + n + j, p0 + 3 * n + j]]       # Ia q'', fv q', off
+
+        def rms(col):
+            A = np.column_stack([fixed, col])
+            r = yj - A @ np.linalg.lstsq(A, yj, rcond=None)[0]
+            return np.sqrt(np.mean(r ** 2))
+        return rms
+    return _fit_on_grid(model, t, y, keep, v, sl, cutoff, band_min, band_max, n_grid, joint)
+
+
+def _fit_on_grid(model, t, y, keep, v, sl, cutoff, band_min, band_max, n_grid, joint):
+    """The band fits' search: per joint with at least MIN_ROWS rows (NaN otherwise), the residual RMS
+    joint(j, rows, y_j)(col) of each vs on a log grid over [band_min, band_max], col the joint's tanh(v
+    / vs) column (filtered and sampled as dataset()'s rows), its minimum refined (_grid_minimum).
+    Returns (vs per joint clipped to the grid, {joint: (grid, residual RMS)})."""
     grid = np.geomspace(band_min, band_max, n_grid)
-    out, curves = np.empty(n), {}
-    for j in range(n):
+    out, curves = np.empty(model.nv), {}
+    for j in range(model.nv):
         rows = keep[:, j]
         if rows.sum() < MIN_ROWS:
             out[j] = np.nan
             continue
-        fixed = W[rows][:, j, [p0 + j, p0 + n + j, p0 + 3 * n + j]]       # Ia q'', fv q', off
-        yj = y[rows, j]
+        rms = joint(j, rows, y[rows, j])
         res = np.empty(n_grid)
         for i, vs in enumerate(grid):
-            col = lowpass(t, np.tanh(v[:, j] / vs), cutoff)[sl][rows]
-            A = np.column_stack([fixed, col])
-            r = yj - A @ np.linalg.lstsq(A, yj, rcond=None)[0]
-            res[i] = np.sqrt(np.mean(r ** 2))
+            res[i] = rms(lowpass(t, np.tanh(v[:, j] / vs), cutoff)[sl][rows])
         out[j] = _grid_minimum(grid, res)
         curves[model.joint_names[j]] = (grid, res)
     return np.clip(out, band_min, band_max), curves
@@ -183,18 +196,10 @@ def fit_bands_slow(model, t, q, tau, est, inertial=False, derivative_cutoff=50.0
     fc = theta[p0 + 2 * n:p0 + 3 * n].copy()
     theta[p0 + 2 * n:p0 + 3 * n] = 0.0                 # all but the dry friction
     y = y - W @ theta
-    grid = np.geomspace(band_min, band_max, n_grid)
-    out, curves = np.empty(n), {}
-    for j in range(n):
-        rows = keep[:, j]
-        if rows.sum() < MIN_ROWS:
-            out[j] = np.nan
-            continue
-        yj = y[rows, j]
-        res = np.empty(n_grid)
-        for i, vs in enumerate(grid):
-            r = yj - fc[j] * lowpass(t, np.tanh(v[:, j] / vs), cutoff)[sl][rows]
-            res[i] = np.sqrt(np.mean((r - r.mean()) ** 2))
-        out[j] = _grid_minimum(grid, res)
-        curves[model.joint_names[j]] = (grid, res)
-    return np.clip(out, band_min, band_max), curves
+
+    def joint(j, rows, yj):
+        def rms(col):
+            r = yj - fc[j] * col
+            return np.sqrt(np.mean((r - r.mean()) ** 2))
+        return rms
+    return _fit_on_grid(model, t, y, keep, v, sl, cutoff, band_min, band_max, n_grid, joint)
