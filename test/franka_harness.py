@@ -607,16 +607,26 @@ class FtSensor:
 
 def rest_speed(probe, procs, rest=2.0, window=1.0):
     """The largest joint speed [rad/s] in the joint states of `window` s of robot time after `rest`
-    more s (issue 43's creep: an arm at rest is below 1e-3 rad/s)."""
-    wait_robot_time(probe, rest, check=procs.check_alive)
+    more s (issue 43's creep: an arm at rest is below 1e-3 rad/s).  Prints the largest speed and its
+    joint over every 0.25 s from the call on (where a slow return still was at the window)."""
     with probe.lock:
         t0 = probe.clock
     probe.clear_logs()
-    wait_robot_time(probe, window, check=procs.check_alive)
+    wait_robot_time(probe, rest + window, check=procs.check_alive)
     with probe.lock:
-        v = [r[3] for r in probe.js_log if r[1] is not None and r[1] >= t0]
-    assert len(v) > 10, f"{len(v)} joint states in {window} s of robot time"
-    return float(np.max(np.abs(v)))
+        rows = [(r[1] - t0, r[3]) for r in probe.js_log if r[1] is not None and r[1] >= t0]
+    t = np.array([r[0] for r in rows])
+    v = np.abs(np.array([r[1] for r in rows]))
+    profile = []
+    for a in np.arange(0.0, rest + window, 0.25):
+        m = (t >= a) & (t < a + 0.25)
+        if m.any():
+            vm = v[m].max(0)
+            profile.append(f"{a:.2f} s: {vm.max():.1e} (joint {int(vm.argmax()) + 1})")
+    print(f"largest joint speed from {rest + window:.1f} s before the window's end on: " + ", ".join(profile))
+    w = t >= rest
+    assert w.sum() > 10, f"{w.sum()} joint states in {window} s of robot time"
+    return float(v[w].max())
 
 
 def push_stiffness(probe, procs, sim, forces=(9.0, 18.0), settle=2.0):

@@ -52,13 +52,18 @@ SENSED_PUSH_TOL = 0.05    # relative: the first push and the slope with the push
 # k_rot 10): the first push within ISSUE_SINGLE_TOL (measured 454 N/m, +0.9 %; the velocity scales from
 # the fast excitation's rows, before the slow one: 561, +25 %), the slope within SLOPE_TOL (+0.2 %; 518,
 # +15 %), BACK_TOL 2 s after the release (0.41 mm; 1.24 mm; the URDF alone 5.6 mm), CREEP_TOL the largest
-# joint speed 4-5 s after it (2.8e-4 rad/s; the URDF alone creeps at 1.4e-3; the stiction term on joints
-# whose friction rises over more than 0.006 rad/s as well, 1.3e-3)
+# joint speed 6-7 s after it (CREEP_REST), within the issue's 1e-3 with room: 3.9e-5 rad/s (the plant's
+# own creep under the pull left); the stiction term on joints whose friction rises over more than 0.006
+# rad/s as well (its share put to 1 on every joint): joint 5 creeping, 5.6e-4 and falling slowly.  Not
+# 4-5 s: there joint 6, freed by the term, can still be on its way back (3.4e-4 here, 1.04e-3 once in a
+# loaded CI run: a tail over about 0.4 s that starts up to 1 s later under load, over by 5 s; rest_speed
+# prints the speed over the rest) while the term on every joint is at 1.5e-3.
 ISSUE_K_X = 450.0
 ISSUE_SINGLE_TOL = 0.05
 SLOPE_TOL = 0.03
 BACK_TOL = 1e-3
-CREEP_TOL = 1e-3
+CREEP_TOL = 2e-4
+CREEP_REST = 4.0          # s after push_stiffness's 2 s after the release
 CT_FINAL_TOL = 0.008      # rad, every joint
 DYN_ID_TOL = {False: {"Ia": 0.5, "fv": 0.5, "fc": 0.25}, True: {"Ia": 0.1, "fv": 0.1, "fc": 0.05}}
 
@@ -289,7 +294,7 @@ def _push_all_base(tmp_path, p):
           "cartesian_impedance.task.k_pos_x": ISSUE_K_X}
     with rig(tmp_path / "push", "cartesian_impedance", mode="in_process", push=True, **ci) as (procs, probe, sim):
         d9, d18, back = push_stiffness(probe, procs, sim)
-        creep = rest_speed(probe, procs)
+        creep = rest_speed(probe, procs, rest=CREEP_REST)
         k9, k_slope = 9.0 / d9[0], 9.0 / (d18[0] - d9[0])
         print(f"all base parameters, no sensor: k {k9:.1f} N/m from 9 N, {k_slope:.1f} N/m from 9 -> 18 N "
               f"(configured {ISSUE_K_X}); {np.linalg.norm(back) * 1e3:.2f} mm from the start 2 s after release; "
