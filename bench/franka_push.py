@@ -1,16 +1,17 @@
 """Cartesian stiffness on franky-sim, pushed: the fr3's TCP pushed along x with 9 N, then 18 N, then
 released (franky-sim's MuJoCo arm, its joint friction, damping and rotor inertia, through the Franka
 bridge in in-process mode, config/fr3_cartesian_impedance.yaml: k_pos 300 N/m), with the URDF alone and
-with the arm's dynamics the bridge identified first (~/identify_dynamics, URDF inertials trusted): the
-parameters file as written (identified velocity scale, band margin, stiction), without the stiction
-term, and the identified fv, fc with a fixed Coulomb band at full size (as before issue 43).
+with the arm's dynamics the bridge identified first (~/identify_dynamics as config/fr3_joint_impedance.yaml
+ships it: all base parameters; `--urdf-inertials` the URDF's inertials trusted): the parameters file as
+written (identified velocity scale, band margin, stiction), without the stiction term, and the
+identified fv, fc with a fixed Coulomb band at full size (as before issue 43).
 
     .venv/bin/python bench/franka_push.py                    # 2 repeats per row
     .venv/bin/python bench/franka_push.py --repeats 4 --bands 0.01 0.002
     .venv/bin/python bench/franka_push.py --repeats 1 --bands --stictions 0.2 0.5
-    .venv/bin/python bench/franka_push.py --inertial --sensor --bands   # identified with all base parameters
-    .venv/bin/python bench/franka_push.py --inertial --sensor --bands --k-x 450   # issue 43's stiffness along x
-    .venv/bin/python bench/franka_push.py --inertial --k-x 450 --slow-speed 0     # the bands of the fast rows
+    .venv/bin/python bench/franka_push.py --urdf-inertials --sensor --bands   # the URDF's inertials trusted
+    .venv/bin/python bench/franka_push.py --sensor --bands --k-x 450   # issue 43's stiffness along x
+    .venv/bin/python bench/franka_push.py --k-x 450 --slow-speed 0     # the bands of the fast rows
 
 Per row (pushes F, 2F: 9 and 18 N unless --forces): k from the first push (F / dx), k from the F -> 2F
 step (F / its dx: friction alike on both ends), the TCP's distance from its start 2 s after the
@@ -37,13 +38,13 @@ os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 K_POS = 300.0                          # N/m, fr3_cartesian_impedance.yaml task.k_pos_*
 
 
-def identify(tmp, inertial=False, slow_speed=None):
+def identify(tmp, inertial=None, slow_speed=None):
     import yaml
     from franka_harness import FRANKY_SIM_ID, identify_dynamics, rig
     out = Path(tmp) / "fr3_dynamics.yaml"
     (Path(tmp) / "id").mkdir()
     with rig(Path(tmp) / "id", "joint_impedance", mode="in_process", **FRANKY_SIM_ID,
-             **{"dynamics_id.output": str(out), "dynamics_id.inertial": inertial},
+             **{"dynamics_id.output": str(out)}, **({} if inertial is None else {"dynamics_id.inertial": inertial}),
              **({} if slow_speed is None else {"dynamics_id.slow_speed": slow_speed})) as (procs, probe, sim):
         ok, msg = identify_dynamics(probe, procs)
     if not ok:
@@ -86,9 +87,9 @@ def main():
                          "/ft_sensor/wrench, the bridge's wrench_topic)")
     ap.add_argument("--stictions", type=float, nargs="*", default=[],
                     help="other friction_stiction values [0, 1] to compare with the file as written")
-    ap.add_argument("--inertial", action="store_true",
-                    help="identify all base parameters (dynamics_id.inertial true: franky-sim's inertials are not the "
-                         "URDF's) instead of trusting the URDF's inertials")
+    ap.add_argument("--urdf-inertials", action="store_true",
+                    help="trust the URDF's inertials (dynamics_id.inertial false) instead of identifying all base "
+                         "parameters as the shipped config does (franky-sim's inertials are not the URDF's)")
     ap.add_argument("--k-rot", type=float, default=None,
                     help="every row with this rotation stiffness [N m/rad] instead of the config's (10)")
     ap.add_argument("--k-x", type=float, default=None,
@@ -103,7 +104,7 @@ def main():
     rclpy.init()
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            p = identify(tmp, args.inertial, args.slow_speed)
+            p = identify(tmp, False if args.urdf_inertials else None, args.slow_speed)
             from franka_harness import identified_params
             ci = identified_params(p, "cartesian_impedance")
             rows = [("URDF alone", {}), ("identified file as written", ci),
@@ -140,7 +141,8 @@ def main():
     print(f"\nfranky-sim, Cartesian impedance k_pos {K_POS:.0f} N/m"
           + (f" (k_pos_x {args.k_x:g})" if args.k_x is not None else "")
           + f", TCP pushed along x with {f1:g} then {f2:g} N; median (min-max) of "
-          f"{args.repeats}; identified with {'all base parameters' if args.inertial else 'the URDF inertials trusted'}"
+          f"{args.repeats}; identified with "
+          f"{'the URDF inertials trusted' if args.urdf_inertials else 'all base parameters (the shipped config)'}"
           + (f"; k_rot {args.k_rot:g} N m/rad" if args.k_rot is not None else "")
           + (f"; dynamics_id.slow_speed {args.slow_speed:g}" if args.slow_speed is not None else ""))
     print(f"| model | k from {f1:g} N [N/m] | k from {f1:g} -> {f2:g} N [N/m] | back 2 s after release [mm] "
