@@ -20,6 +20,8 @@ Arguments:
   command_timeout    the bridge's watchdog, s ('' : the bridge config's 0.1 s); franky-sim on a loaded
                      host: 1.0 (command gaps of 0.3 s are seen there, and each trips a 0.1 s watchdog)
   bridge_config, controller_config   parameter files replacing the defaults above
+  dynamics           a parameters file loaded over the controller's: what ~/identify_dynamics wrote to
+                     dynamics_id.output (the rotor inertia and every law's friction compensation)
 The controller's compensate_gravity is forced false (the Franka adds gravity); the bridge checks it
 again and refuses commands that carry g(q).
 """
@@ -48,7 +50,7 @@ def _nodes(context):
     share = get_package_share_directory(PACKAGE)
     lc = {k: LaunchConfiguration(k).perform(context) for k in (
         "robot", "robot_ip", "controller", "mode", "realtime", "sim_clock", "bridge_config",
-        "controller_config", "command_timeout")}
+        "controller_config", "command_timeout", "dynamics")}
     prefix = CONFIG_PREFIX[lc["robot"]]
     bridge_cfg = lc["bridge_config"] or os.path.join(share, "config", f"{prefix}_bridge.yaml")
     law_cfg = lc["controller_config"] or os.path.join(share, "config", f"{prefix}_{lc['controller']}.yaml")
@@ -61,14 +63,16 @@ def _nodes(context):
         except ValueError:
             raise RuntimeError(f"command_timeout:={lc['command_timeout']!r} is not a number of seconds") from None
     no_gravity = {f"{lc['controller']}.compensate_gravity": False}
+    from robot_dynamics.nodes.processes import dynamics_params_file
+    identified = dynamics_params_file(lc["dynamics"])
     if lc["mode"] == "in_process":
         return [Node(package=PACKAGE, executable="franka_bridge", name="franka_bridge", output="screen",
-                     parameters=[law_cfg, bridge_cfg, bridge_over, no_gravity])]
+                     parameters=[law_cfg, *identified, bridge_cfg, bridge_over, no_gravity])]
     return [
         Node(package=PACKAGE, executable="franka_bridge", name="franka_bridge", output="screen",
              parameters=[bridge_cfg, bridge_over]),
         Node(package=PACKAGE, executable="controller_node", name="torque_controller", output="screen",
-             parameters=[law_cfg, {**no_gravity, "use_sim_time": sim_clock, "autostart": True}]),
+             parameters=[law_cfg, *identified, {**no_gravity, "use_sim_time": sim_clock, "autostart": True}]),
     ]
 
 
@@ -87,5 +91,7 @@ def generate_launch_description():
                               description="bridge watchdog [s] ('': the bridge config's)"),
         DeclareLaunchArgument("bridge_config", default_value="", description="bridge parameters file"),
         DeclareLaunchArgument("controller_config", default_value="", description="controller parameters file"),
+        DeclareLaunchArgument("dynamics", default_value="",
+                              description="identified dynamics (dynamics_id.output), loaded over the controller's"),
         OpaqueFunction(function=_nodes),
     ])

@@ -6,6 +6,9 @@ robot_state_publisher (apt: ros-jazzy-ros-gz ros-jazzy-gz-ros2-control ros-jazzy
     ros2 launch robot_dynamics gazebo.launch.py                       # Panda, Cartesian impedance
     ros2 launch robot_dynamics gazebo.launch.py robot:=ur5e controller:=joint_impedance gz_args:="-r -s empty.sdf"
 
+`dynamics:=<file>`: what ~/identify_dynamics wrote to dynamics_id.output, loaded over the controller's
+parameters (the rotor inertia and every law's friction compensation).
+
 Order of start-up:
   1. gz sim (gz_args, default '-r empty.sdf': running, with the GUI; add -s for server only)
   2. robot_state_publisher with the URDF + <ros2_control> (gz_ros2_control/GazeboSimSystem, effort
@@ -71,6 +74,8 @@ def _setup(context):
     controllers_yaml = os.path.join(share, "config", controllers_file)
     config = LaunchConfiguration("config").perform(context) or os.path.join(
         share, "config", CONTROLLER_CONFIG.format(robot=robot, controller=controller))
+    from robot_dynamics.nodes.processes import dynamics_params_file
+    identified = dynamics_params_file(LaunchConfiguration("dynamics").perform(context))
     with open(os.path.join(share, "config", sim_file)) as f:
         sim = yaml.safe_load(f)["/**"]["ros__parameters"]
     description = gz_ros2_control_urdf(robot_urdf(robot), sim["joints"], controllers_yaml,
@@ -93,7 +98,7 @@ def _setup(context):
     effort_spawner = Node(package="controller_manager", executable="spawner", output="screen",
                           arguments=["effort_controller", "--controller-manager", "/controller_manager"])
     torque_controller = Node(package=PACKAGE, executable="controller_node", name="torque_controller",
-                             output="screen", parameters=[config, {"use_sim_time": True}])
+                             output="screen", parameters=[config, *identified, {"use_sim_time": True}])
     return [
         # Gazebo resolves package://example-robot-data/... meshes through its resource path
         AppendEnvironmentVariable("GZ_SIM_RESOURCE_PATH", mesh_resource_path()),
@@ -110,6 +115,8 @@ def generate_launch_description():
         DeclareLaunchArgument("controller", default_value="cartesian_impedance", choices=list(CONTROLLERS)),
         DeclareLaunchArgument("config", default_value="",
                               description="controller parameters file (default config/<robot>_<controller>.yaml)"),
+        DeclareLaunchArgument("dynamics", default_value="",
+                              description="identified dynamics (dynamics_id.output), loaded over the controller's"),
         DeclareLaunchArgument("gz_args", default_value="-r empty.sdf",
                               description="arguments to gz sim (add -s for a headless server)"),
         OpaqueFunction(function=_setup),

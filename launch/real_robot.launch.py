@@ -14,6 +14,8 @@ real UR5e use the driver's description (ur_robot_driver publishes it), never the
 
 Arguments:
   robot, controller, config     as in sim.launch.py (config/<robot>_<controller>.yaml by default)
+  dynamics                      a parameters file loaded over the config: what ~/identify_dynamics wrote to
+                                dynamics_id.output (the rotor inertia and every law's friction compensation)
   joint_states_topic            default /joint_states
   command_topic                 default /effort_controller/commands
   wrench_topic                  default /ft_sensor/wrench
@@ -47,7 +49,7 @@ def _nodes(context):
     share = get_package_share_directory(PACKAGE)
     lc = {k: LaunchConfiguration(k).perform(context) for k in (
         "robot", "controller", "config", "joint_states_topic", "command_topic", "wrench_topic",
-        "namespace", "robot_description", "autostart", "compensate_gravity", "fallback_robot")}
+        "namespace", "robot_description", "autostart", "compensate_gravity", "fallback_robot", "dynamics")}
     config = lc["config"] or os.path.join(
         share, "config", CONTROLLER_CONFIG.format(robot=lc["robot"], controller=lc["controller"]))
     overrides = {"autostart": lc["autostart"].lower() in ("1", "true", "yes", "on"),
@@ -64,10 +66,12 @@ def _nodes(context):
     else:
         raise RuntimeError(f"compensate_gravity:={cg}: expected auto, true or false")
     overrides[f"{lc['controller']}.compensate_gravity"] = cg_value
+    from robot_dynamics.nodes.processes import dynamics_params_file
+    identified = dynamics_params_file(lc["dynamics"])
     return [
         Node(package=PACKAGE, executable="controller_node", name="torque_controller",
              namespace=lc["namespace"], output="screen",
-             parameters=[config, overrides],
+             parameters=[config, *identified, overrides],
              # the node's parameters name the default topics; remapping them is the ROS way
              remappings=[("/joint_states", lc["joint_states_topic"]),
                          ("/effort_controller/commands", lc["command_topic"]),
@@ -80,6 +84,8 @@ def generate_launch_description():
         DeclareLaunchArgument("robot", default_value="panda", choices=list(ROBOTS)),
         DeclareLaunchArgument("controller", default_value="gravity_compensation", choices=list(CONTROLLERS)),
         DeclareLaunchArgument("config", default_value="", description="controller parameters file"),
+        DeclareLaunchArgument("dynamics", default_value="",
+                              description="identified dynamics (dynamics_id.output), loaded over the controller's"),
         DeclareLaunchArgument("joint_states_topic", default_value="/joint_states"),
         DeclareLaunchArgument("command_topic", default_value="/effort_controller/commands"),
         DeclareLaunchArgument("wrench_topic", default_value="/ft_sensor/wrench"),

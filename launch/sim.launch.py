@@ -9,6 +9,8 @@ Arguments:
   controller  gravity_compensation | computed_torque | joint_impedance | cartesian_impedance
   config      controller parameters file; default config/<robot>_<controller>.yaml
   sim_config  sim node parameters file; default config/sim_<robot>.yaml
+  dynamics    a parameters file loaded over the config: what ~/identify_dynamics wrote to
+              dynamics_id.output (the rotor inertia and every law's friction compensation)
   robot_state_publisher  true: also run robot_state_publisher (TF for RViz) with the same URDF
                          (skipped with a warning when its package is not installed)
   use_sim_time  false: the sim clock starts at the wall-clock time, so either works
@@ -59,6 +61,8 @@ def _nodes(context):
     sim_config = LaunchConfiguration("sim_config").perform(context) or os.path.join(
         share, "config", SIM_CONFIGS[robot])
     use_sim_time = _truthy(LaunchConfiguration("use_sim_time").perform(context))
+    from robot_dynamics.nodes.processes import dynamics_params_file
+    identified = dynamics_params_file(LaunchConfiguration("dynamics").perform(context))
     rsp = _truthy(LaunchConfiguration("robot_state_publisher").perform(context))
     actions = []
     if rsp and not _have_package("robot_state_publisher"):
@@ -72,7 +76,7 @@ def _nodes(context):
     sim = Node(package=PACKAGE, executable="sim_node", name="mujoco_sim", output="screen",
                parameters=[sim_config, {"publish_robot_description": not rsp}])
     ctl = Node(package=PACKAGE, executable="controller_node", name="torque_controller", output="screen",
-               parameters=[config, {"use_sim_time": use_sim_time}])
+               parameters=[config, *identified, {"use_sim_time": use_sim_time}])
     actions += [sim, ctl]
     # the pair is useless alone: when either exits (bad parameters file, crash) the launch shuts down
     # and ends the other one, so nothing outlives a failed start
@@ -98,6 +102,8 @@ def generate_launch_description():
                               description="controller parameters file (default config/<robot>_<controller>.yaml)"),
         DeclareLaunchArgument("sim_config", default_value="",
                               description="sim node parameters file (default config/sim_<robot>.yaml)"),
+        DeclareLaunchArgument("dynamics", default_value="",
+                              description="identified dynamics (dynamics_id.output), loaded over the controller's"),
         DeclareLaunchArgument("robot_state_publisher", default_value="true",
                               description="run robot_state_publisher (TF) with the same URDF"),
         DeclareLaunchArgument("use_sim_time", default_value="false",

@@ -1,7 +1,9 @@
 """`ros2 launch robot_dynamics franka.launch.py` as the README's bring-up runs it, against a franky-sim
 the test starts and ends, in both modes: the bridge reports `running` in /diagnostics in the mode asked
 for, the arm holds still (joint drift over a few seconds of robot time versus the pose it was held at),
-and a SIGINT to ros2 launch ends everything with exit code 0 and no process left.
+and a SIGINT to ros2 launch ends everything with exit code 0 and no process left.  Started with
+`dynamics:=` an identification's parameters file (franky-sim's own dry friction, compensation left
+off), whose values the node running the law then has (`ros2 param get`).
 
 Oracles: the start pose the probe read from /joint_states, the mode the test asked for, the process
 table (test_ros2_tools.group_pids) and the exit codes.  One launch per mode (each costs ~20 s).
@@ -13,9 +15,10 @@ rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("franky")
 
 from franka_harness import (BRIDGE_RT, CONTROLLER_RT, FR3_JOINTS, BridgeProbe, FrankySim,  # noqa: E402
-                            js_arrays, wait_robot_time)
+                            js_arrays, sim_joint_attribute, wait_robot_time)
 from robot_dynamics.nodes.processes import config_path  # noqa: E402
-from test_ros2_tools import READY_TIMEOUT, Launch, assert_clean_exit  # noqa: E402  (skips without ros2)
+from test_ros2_tools import (PARAM_WAIT, READY_TIMEOUT, Launch, assert_clean_exit,  # noqa: E402
+                             ros2_query)  # (skips without ros2)
 
 pytestmark = [pytest.mark.system, pytest.mark.slow, pytest.mark.franky_sim]
 
@@ -56,11 +59,15 @@ def bench_controller_config(tmp_path, law):
 
 @pytest.mark.parametrize("mode", ["topic", "in_process"])
 def test_franka_launch(ros, tmp_path, mode):
+    from robot_dynamics.dynamics import identification as idn
+    fc = [round(float(x), 4) for x in sim_joint_attribute("frictionloss")]
+    identified = idn.write_params_yaml(tmp_path / "fr3_dynamics.yaml", {"joint_impedance.friction_coulomb": fc})
     with FrankySim(tmp_path) as sim:
         launch = Launch(["robot_dynamics", "franka.launch.py", f"robot_ip:={sim.address}", "realtime:=false",
                          "sim_clock:=true", "command_timeout:=1.0", "controller:=joint_impedance",
                          f"mode:={mode}", f"bridge_config:={bench_bridge_config(tmp_path)}",
-                         f"controller_config:={bench_controller_config(tmp_path, 'joint_impedance')}"],
+                         f"controller_config:={bench_controller_config(tmp_path, 'joint_impedance')}",
+                         f"dynamics:={identified}"],
                         tmp_path / "launch.log")
         probe = BridgeProbe(name="franka_launch_probe",
                             **({"controller_ns": "/franka_bridge"} if mode == "in_process" else {}))
@@ -80,6 +87,10 @@ def test_franka_launch(ros, tmp_path, mode):
             drift = np.max(np.abs(q - q0), axis=0)
             assert float(drift.max()) < HOLD_TOL, f"drift per joint {drift} rad\n{launch.out()[-3000:]}"
             assert probe.diag.get("state") == "running", probe.diag
+            node = "/franka_bridge" if mode == "in_process" else "/torque_controller"
+            rc, out = ros2_query("param", "get", *PARAM_WAIT, node, "joint_impedance.friction_coulomb",
+                                 launch=launch)
+            assert str(fc) in out.replace("array('d', ", "").replace(")", ""), out
         finally:
             probe.stop()
             probe.destroy_node()

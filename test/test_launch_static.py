@@ -14,6 +14,7 @@
 - setup.py installs launch/*.py, config/*.yaml and urdf/*.xacro.
 """
 import ast
+import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -231,19 +232,25 @@ def test_yaml_is_ros_parameters(path):
         assert isinstance(section["ros__parameters"], dict)
 
 
+def declared_controller_params(path):
+    """A controller parameters file's parameters, each checked declared by the controller node with
+    the type rclpy would accept."""
+    specs = controller_specs()
+    params = node_params(path)
+    unknown = sorted(set(params) - set(specs))
+    assert not unknown, f"{path.name}: parameters the controller node does not declare: {unknown}"
+    for k, v in params.items():
+        assert type_ok(specs[k], v), f"{path.name}: {k}={v!r} has the wrong type for {specs[k]!r}"
+    return params
+
+
 def controller_configs():
     return [(r, law) for r in sorted(LAUNCH_ROBOTS) for law in CONTROLLERS]
 
 
 @pytest.mark.parametrize("robot,law", controller_configs())
 def test_controller_config(robot, law):
-    specs = controller_specs()
-    path = ROOT / "config" / f"{robot}_{law}.yaml"
-    params = node_params(path)
-    unknown = sorted(set(params) - set(specs))
-    assert not unknown, f"{path.name}: parameters the controller node does not declare: {unknown}"
-    for k, v in params.items():
-        assert type_ok(specs[k], v), f"{path.name}: {k}={v!r} has the wrong type for {specs[k]!r}"
+    params = declared_controller_params(ROOT / "config" / f"{robot}_{law}.yaml")
     assert params["controller"] == law
     # law gains only for this law
     other = [k for k in params if k.split(".")[0] in CONTROLLERS and not k.startswith(law + ".")]
@@ -257,6 +264,46 @@ def test_controller_config(robot, law):
             assert all(np.isfinite(v)) and min(v) >= 0.0, k
     if law == "cartesian_impedance":
         model.check_frame(params["cartesian_impedance.frame"])
+
+
+@pytest.mark.parametrize("prefix,law", [(p, law) for p in ("fr3", "panda_franka") for law in CONTROLLERS])
+def test_franka_controller_config(prefix, law):
+    """config/<fr3|panda_franka>_<law>.yaml (the Franka bridge's and its controller's): every parameter
+    declared by the controller with its type, the law's own, gravity left to the robot; the joint laws
+    (those ~/identify_dynamics runs under) identify all base parameters, since the Franka's published
+    URDF inertials are not the arm's (doc/identification.md)."""
+    path = ROOT / "config" / f"{prefix}_{law}.yaml"
+    params = declared_controller_params(path)
+    assert params["controller"] == law and params[f"{law}.compensate_gravity"] is False
+    if law in ("joint_impedance", "computed_torque"):
+        assert params["dynamics_id.inertial"] is True, path.name
+
+
+def test_dynamics_params_file(tmp_path):
+    """The launch files' `dynamics:=` file (robot_dynamics.nodes.processes.dynamics_params_file): what
+    the identification writes is taken (its absolute path, loaded over the law's config); a missing,
+    unreadable or non-parameters file stops the launch with an error naming it; empty: nothing."""
+    from robot_dynamics.dynamics import identification as idn
+    from robot_dynamics.nodes.processes import dynamics_params_file
+    assert dynamics_params_file("") == []
+    out = idn.write_params_yaml(tmp_path / "fr3_dynamics.yaml",
+                                {"armature": [0.1] * 7, "joint_impedance.friction_coulomb": [0.5] * 7},
+                                comment="Ia ... written")
+    assert dynamics_params_file(str(out)) == [str(out)]
+    cwd = os.getcwd()
+    try:
+        os.chdir(tmp_path)
+        assert dynamics_params_file("fr3_dynamics.yaml") == [str(out)]
+    finally:
+        os.chdir(cwd)
+    bad = {"missing.yaml": None, "broken.yaml": "a: [1, 2\n", "list.yaml": "- 1\n- 2\n",
+           "flat.yaml": "joint_impedance.friction_coulomb: [0.5]\n", "empty.yaml": "",
+           "no_params.yaml": "/**:\n  friction: 1\n"}
+    for name, text in bad.items():
+        if text is not None:
+            (tmp_path / name).write_text(text)
+        with pytest.raises(RuntimeError, match=rf"dynamics:=.*{name}"):
+            dynamics_params_file(str(tmp_path / name))
 
 
 @pytest.mark.parametrize("robot", sorted(LAUNCH_ROBOTS))

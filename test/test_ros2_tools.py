@@ -249,11 +249,19 @@ def test_sim_launch_ros2cli(tmp_path):
     """ur5e + joint_impedance under ros2 launch, then ros2cli against the running nodes:
     `ros2 topic echo --once ~/state`, `ros2 param set` good (read back by `ros2 param get`) and bad
     (a negative stiffness: rejected with its reason, the old value kept), `ros2 service call ~/hold`,
-    `ros2 lifecycle set deactivate` (then `get` says inactive) ... and a Ctrl-C at the end."""
+    `ros2 lifecycle set deactivate` (then `get` says inactive) ... and a Ctrl-C at the end.  Started
+    with `dynamics:=` an identification's parameters file (written by the identification's writer),
+    whose values the node then has over its config's."""
+    from robot_dynamics.dynamics import identification as idn
+    fc = [0.31, 0.32, 0.23, 0.14, 0.15, 0.06]                      # the config has none (0)
+    identified = idn.write_params_yaml(tmp_path / "ur5e_dynamics.yaml", {"joint_impedance.friction_coulomb": fc})
     launch = Launch(["robot_dynamics", "sim.launch.py", "robot:=ur5e", "controller:=joint_impedance",
-                     "robot_state_publisher:=false"], tmp_path / "launch.log")
+                     "robot_state_publisher:=false", f"dynamics:={identified}"], tmp_path / "launch.log")
     try:
         launch.wait_for(ACTIVE.format(law="joint_impedance"))
+        rc, out = ros2_query("param", "get", *PARAM_WAIT, "/torque_controller", "joint_impedance.friction_coulomb",
+                             launch=launch)
+        assert str(fc) in out.replace("array('d', ", "").replace(")", ""), out
         rc, out = ros2("topic", "echo", "--once", "/torque_controller/state", "sensor_msgs/msg/JointState")
         assert rc == 0 and "shoulder_pan_joint" in out and "effort:" in out, out
 
@@ -325,6 +333,23 @@ def test_failed_launch_leaves_no_process(tmp_path):
 # --------------------------------------------------------------------------------------------------
 # real_robot.launch.py, gazebo.launch.py
 # --------------------------------------------------------------------------------------------------
+def test_launch_refuses_a_bad_dynamics_file(tmp_path):
+    """`dynamics:=` naming a file that is not a parameters file (a typo'd path, a bare dict): the launch
+    stops with an error naming it before any node starts, and leaves nothing running."""
+    flat = tmp_path / "flat.yaml"
+    flat.write_text("joint_impedance.friction_coulomb: [0.5]\n")
+    for path in (tmp_path / "missing.yaml", flat):
+        launch = Launch(["robot_dynamics", "real_robot.launch.py", "robot:=ur5e", "controller:=joint_impedance",
+                         f"dynamics:={path}"], tmp_path / f"launch_{path.stem}.log")
+        try:
+            rc = launch.p.wait(READY_TIMEOUT)
+        finally:
+            launch.kill()
+        out = launch.out()
+        assert rc != 0 and f"dynamics:={path}" in out, out[-4000:]
+        assert "process started" not in out and not launch.leftover, out[-4000:]
+
+
 def test_real_robot_launch(tmp_path):
     """real_robot.launch.py with its hardware defaults (autostart false: the controller waits,
     unconfigured, for a lifecycle manager) and the topic remappings; with no robot description

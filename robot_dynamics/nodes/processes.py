@@ -35,6 +35,26 @@ def config_path(name):
     return share_dir() / "config" / name
 
 
+def dynamics_params_file(path):
+    """The launch files' `dynamics:=` argument: a parameters file loaded over the law's config, as the
+    identification writes it (`dynamics_id.output`: armature and every law's friction_*).  [] when
+    empty, else [its absolute path]; a RuntimeError naming it when it cannot be read or is not a ROS 2
+    parameters file (the launch stops before any node starts)."""
+    if not path:
+        return []
+    path = os.path.abspath(os.path.expanduser(path))
+    try:
+        with open(path) as f:
+            doc = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError) as e:
+        raise RuntimeError(f"dynamics:={path}: {e}") from None
+    if not isinstance(doc, dict) or not doc or not all(
+            isinstance(v, dict) and isinstance(v.get("ros__parameters"), dict) for v in doc.values()):
+        raise RuntimeError(f"dynamics:={path}: not a ROS 2 parameters file (<node>: ros__parameters: ...); "
+                           f"expected what ~/identify_dynamics writes to dynamics_id.output")
+    return [path]
+
+
 UDP_LOOPBACK_PROFILE = "fastdds_udp_loopback.xml"     # config/: UDP on 127.0.0.1, no shared memory
 
 
