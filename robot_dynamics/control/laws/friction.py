@@ -47,9 +47,10 @@ is where a static friction sharper than the data resolve lands), none from twice
 plant's own vs the term is more than the friction it meets (at most fc, while the plant's has not
 risen), so a joint it frees creeps home at up to about tanh(p / p0) vs: on franky-sim (k 450 N/m,
 bench/franka_push.py) the term in full on every joint kept joint 5 (vs 0.0062) creeping at 1.3e-3
-rad/s 4-5 s after the release and 5.6e-4 at 6-7 s; with the share 3.9e-5 at 6-7 s (at 4-5 s joint 6,
-freed by the term, is still returning in some runs: up to 1.1e-3), the release 0.41 and 0.44 mm.  A friction that
-rises over a resolved band is held near rest by the velocity model already.
+rad/s 4-5 s after the release and 5.6e-4 at 6-7 s; with the share, the shipped config's file, 3.4e-5
+at 6-7 s and 6.4e-5 at 4-5 s, the release 0.26 mm (identified with 4 s periods: 3.9e-5, joint 6 still
+returning at 4-5 s in some runs, up to 1.1e-3, and 0.44 mm).  A friction that rises over a resolved
+band is held near rest by the velocity model already.
 What p is, and g, decide who meets the term:
 - without a measurement of the environment's torque, p is the law's own pull (its torque with
   gravity left out: the spring and damper's, the posture's).  Nothing in q, v or the motor torque
