@@ -16,6 +16,16 @@ velocity scale, band margin 1.5, stiction 1: at rest fc along the law's pull whe
 last), that without the stiction term, and the file with the push measured by an F/T sensor at the
 flange (friction_stiction_sensed 1: the stiction along the law's pull plus J^T of the measured wrench).
 
+--random N: N plants nobody chose, drawn per seed 0..N-1 (rotor inertia 0.05-0.4 kg m^2, damping 0.05-0.5 N m
+s/rad, dry friction 0.2-1.5 N m, uniform per joint, the wrist's scaled down), each sharp and soft: the loop's
+identification, then the push without compensation and with the file as written; per plant the identified
+velocity scales, the joints the run found held by their static friction in the slow excitation, and
+how the first push (5 N) compares with the dry friction (the smallest ratio of its static torque J^T F
+to fc over the joints it loads: below 1 that joint moves only if the push's start breaks it free, and a
+compensation without a sensor cannot tell the hand's push; the F/T sensor's row, added then, shows the
+law with it); |dq| both 1.5-2 s after the release (the arm may still be on its way back) and at rest,
+4.5-5 s after it.
+
 --franka: franky-sim's joint friction, damping and rotor inertia (its fr3.xml) on the same Panda
 model, at franky-sim's start pose, with config/fr3_cartesian_impedance.yaml's gains (read from it: k
 300 N/m, k_rot 10 N m/rad; --k-rot to compare another), 9 N then 18 N, each held 3 s, released 2 s
@@ -74,8 +84,11 @@ def main():
     ap.add_argument("--franka", action="store_true", help="also franky-sim's friction at its start pose")
     ap.add_argument("--k-rot", type=float, default=None,
                     help="--franka: this rotation stiffness [N m/rad] instead of the fr3 config's")
+    ap.add_argument("--random", type=int, default=0, metavar="N", help="N plants drawn at random (seeds 0..N-1)")
     args = ap.parse_args()
     model = Model.from_robot("panda")
+    if args.random:
+        return random_plants(model, args.random)
     everything = ["none", "identified fv, fc; fixed band 0.01 rad/s (before)", "identified file as written",
                   "the same, friction_stiction 0", "the file, the push measured by an F/T sensor"]
     rows = []
@@ -96,6 +109,53 @@ def main():
                                                    "the file, the push measured by an F/T sensor"], **kw)
         print_table(f"franky-sim's friction (fr3.xml) on the Panda at franky-sim's start pose, k {k:.0f} N/m, k_rot "
                     f"{k_rot:g}, 9 N then 18 N (3 s each), released 2 s", rows, k)
+
+
+def random_plant(seed):
+    """A plant nobody chose: per joint rotor inertia, damping and dry friction drawn uniformly (seeded)."""
+    rng = np.random.default_rng(seed)
+    return {"armature": rng.uniform(0.05, 0.4, 7) * np.array([1, 1, 1, 1, 0.4, 0.3, 0.2]),
+            "damping": rng.uniform(0.05, 0.5, 7),
+            "friction": rng.uniform(0.2, 1.5, 7) * np.array([1, 1, 1, 1, 0.7, 0.6, 0.5])}
+
+
+def breakaway(model, plant, force=5.0):
+    """The smallest ratio over the joints a push of `force` along x at the flange loads (|J^T F| over 0.05
+    N m) of that torque to the joint's dry friction: below 1 the push alone cannot move that joint."""
+    from friction_rig import FLANGE, Q_HOME
+
+    from robot_dynamics.dynamics import make_backend
+    J = make_backend(model, "pinocchio").frame_jacobian(Q_HOME, FLANGE, reference="local_world_aligned")
+    t = np.abs(J[0] * force)
+    on = t > 0.05
+    return float(np.min(t[on] / plant["friction"][on]))
+
+
+def random_plants(model, n):
+    print("| plant | dry friction | fc [N m] | identified vs [rad/s] (held) | 5 N / fc | compensation | slope "
+          "[N/m] | first push [N/m] | back after 2 s [mm] | \\|dq\\| 1.5-2 s | at rest |")
+    print("|---|---|---|---|--:|---|--:|--:|--:|--:|--:|")
+    for seed in range(n):
+        plant = random_plant(seed)
+        ratio = breakaway(model, plant)
+        for name, solref in (("sharp", SHARP), ("soft", SOFT)):
+            run = identify(model, solref, plant=plant)
+            if not run.ok:
+                print(f"| {seed} | {name} | identification failed: {run.message} |", flush=True)
+                continue
+            held = ", ".join(model.joint_names[j] for j in np.flatnonzero(run.stuck)) if run.stuck is not None else ""
+            fr = law_friction(run.params)
+            cases = [("none", None, False), ("file as written", fr, False)]
+            if ratio < 1.0:
+                cases.append(("the file, F/T sensor", fr, True))
+            for label, f, sensor in cases:
+                r = push(model, f, solref=solref, plant=plant, sensor=sensor, rest=3.0,
+                         loop_over=None if f is None else file_loop(run.params))
+                pct = lambda x: f"{x:.0f} ({100 * (x / K_PUSH - 1):+.1f} %)"  # noqa: E731
+                print(f"| {seed} | {name} | {np.round(plant['friction'], 2).tolist()} | "
+                      f"{np.round(run.bands, 4).tolist()}{f' ({held})' if held else ''} | {ratio:.2f} | {label} | "
+                      f"{pct(r['k_slope'])} | {pct(r['k_single'])} | {1e3 * r['back']:.2f} | "
+                      f"{r['moving_at_back']:.1e} | {max(r['creep_each']):.1e} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -159,7 +159,8 @@ def push(model, friction=None, solref=SOFT, force=5.0, hold=4.0, back=2.0, settl
     10 ms).  noise, loop_over: drive's and cartesian_loop's; adds_gravity: the plant adds g(q) (a
     Franka's driver) and the law leaves it out, so that a torque-rate limit does not let the arm sag at
     activation; rest > 0: the release's creep is taken over the last `window` s of `rest` more s after
-    `back` (an arm still going back at `back` is not creeping); frame: the pushed and controlled frame
+    `back` (an arm still going back at `back` is not creeping; "moving_at_back": the largest joint speed
+    over the last `window` s of `back`, the creep's window without `rest`); frame: the pushed and controlled frame
     (the Panda's flange; fr3_model()'s TCP); trace: times [s] after the release (within `back`) at
     which the frame's distance from the start is also returned, as "trace" [m]."""
     plant = Plant(model, solref=solref, plant=plant, q0=q0, adds_gravity=adds_gravity, frame=frame)
@@ -200,11 +201,13 @@ def push(model, friction=None, solref=SOFT, force=5.0, hold=4.0, back=2.0, settl
                   record=recorder(speeds, t + span, not f, None if f else int(round(t / DT))))
         dx.append(sim.frame_pose(frame)[1] - x0)
         if not f and rest > 0.0:
+            moving = float(np.max(speeds))
             speeds = []
             t = drive(loop, plant, t, rest, sensor=sensor, noise=noise, record=recorder(speeds, t + rest, True))
         creep.append(float(np.max(speeds)))
     return {"k_single": force / dx[0][0], "k_slope": force / (dx[1][0] - dx[0][0]),
             "back": float(np.linalg.norm(dx[2])), "creep": max(creep), "creep_each": creep,
+            "moving_at_back": moving if rest > 0.0 else creep[-1],
             "pushed": float(np.linalg.norm(dx[1])), "ke_release": max(ke), "trace": traced}
 
 

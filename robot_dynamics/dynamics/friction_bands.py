@@ -176,7 +176,7 @@ def slow_excitation(q_start, v_peak, period, direction, t, hold=0.5):
 
 
 def fit_bands_slow(model, t, q, tau, est, inertial=False, derivative_cutoff=50.0, cutoff=10.0, step=5, trim=0.5,
-                   valid=None, band_min=0.002, band_max=BAND_MAX, n_grid=40):
+                   valid=None, band_min=0.002, band_max=BAND_MAX, n_grid=40, slide=None):
     """The velocity scale vs of each joint's dry friction from the slow excitation's data (t, q, tau:
     its window), the rest of the model from the main estimate `est`: what the joint needs but its dry
     friction (the inertials and Ia, fv, off of est) taken from the torque, the dry part's size fc from
@@ -187,8 +187,18 @@ def fit_bands_slow(model, t, q, tau, est, inertial=False, derivative_cutoff=50.0
     milliseconds, at poses all over the excitation, where the model's errors are as large as the
     shape's signal; here the arm crosses the speeds near rest slowly, at accelerations near zero, at
     the pose it works at (on franky-sim the fast rows gave the shoulder 0.0118 rad/s where its friction
-    loss at the start pose rises within 0.001).  Returns (vs per joint, NaN where fewer than MIN_ROWS
-    rows are left, {joint: (grid, residual RMS)})."""
+    loss at the start pose rises within 0.001).
+    A joint that did not slide both ways (fewer than MIN_ROWS rows faster than `slide`, per joint or
+    one for all, at least band_min, out and back each) gets band_min, not a fit: its static friction held it against the
+    law's pull while the reference went on (a joint law without friction compensation drives the
+    excitation), and the rows where it stood carry torques anywhere within +-fc at v = 0, which no
+    tanh explains; with the motion one way only the constant and fc tanh(v / vs) are the same column
+    too.  The fit then lands anywhere: on a MuJoCo Panda whose shoulder (fc 1.44 N m, sharp) went out
+    on the fastest sweep and stayed there, 0.068 rad/s, and the file as written left a pushed arm
+    stuck 12 mm off (test_friction.py).  A friction that holds a joint at rest while the law's pull
+    grows rises within the speeds the joint did reach: as sharp as the excitation resolves.
+    Returns (vs per joint, NaN where fewer than MIN_ROWS rows are left, {joint: (grid, residual
+    RMS)}, the joints given band_min for not sliding both ways (bool per joint))."""
     W, y, keep, v, sl = _band_rows(model, t, q, tau, inertial, derivative_cutoff, cutoff, step, trim, valid)
     n = model.nv
     theta = est.theta()
@@ -202,4 +212,10 @@ def fit_bands_slow(model, t, q, tau, est, inertial=False, derivative_cutoff=50.0
             r = yj - fc[j] * col
             return np.sqrt(np.mean((r - r.mean()) ** 2))
         return rms
-    return _fit_on_grid(model, t, y, keep, v, sl, cutoff, band_min, band_max, n_grid, joint)
+    vs, curves = _fit_on_grid(model, t, y, keep, v, sl, cutoff, band_min, band_max, n_grid, joint)
+    u = v[sl]
+    fast = np.maximum(band_min if slide is None else np.nan_to_num(np.asarray(slide, float)), band_min)
+    out_rows = np.sum(keep & (u > fast), axis=0)
+    back_rows = np.sum(keep & (u < -fast), axis=0)
+    stuck = np.isfinite(vs) & ((out_rows < MIN_ROWS) | (back_rows < MIN_ROWS))
+    return np.where(stuck, band_min, vs), curves, stuck
