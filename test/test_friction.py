@@ -153,7 +153,7 @@ def test_a_joint_held_by_its_static_friction_in_the_slow_excitation_gets_the_flo
     sweep only: its static friction holds it on the way back.  Its rows tell no shape (stuck, the torque
     is anywhere within +-fc at v = 0; one way, the constant and fc tanh(v / vs) are one column): the run
     writes band_min for it and names it in the status, where the fit gave 0.068 rad/s, the re-solve with
-    it fv 23 % low, and the file as written left the pushed arm stuck (first push 5634 N/m, 11.9 mm off
+    it fv 23 % low, and the file as written left the pushed arm stuck (first push 5629 N/m, 11.9 mm off
     2 s after the release).  Every Ia and fc within 1 % of the plant's, fv within 5 %; the file as
     written: slope within 3 % of k, first push within 5 %, back within 1 mm."""
     run = identify(model, SHARP, plant=STICKY)
