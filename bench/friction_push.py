@@ -41,7 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test"))
 
-from friction_rig import FRANKA, K_PUSH, Q_FRANKY, SHARP, SOFT, file_loop, identify, law_friction, push  # noqa: E402
+from friction_rig import (FRANKA, K_PUSH, Q_FRANKY, RANGES, SHARP, SOFT, file_loop, identify,  # noqa: E402
+                          law_friction, push)
 
 from robot_dynamics.dynamics import Model  # noqa: E402
 
@@ -114,9 +115,7 @@ def main():
 def random_plant(seed):
     """A plant nobody chose: per joint rotor inertia, damping and dry friction drawn uniformly (seeded)."""
     rng = np.random.default_rng(seed)
-    return {"armature": rng.uniform(0.05, 0.4, 7) * np.array([1, 1, 1, 1, 0.4, 0.3, 0.2]),
-            "damping": rng.uniform(0.05, 0.5, 7),
-            "friction": rng.uniform(0.2, 1.5, 7) * np.array([1, 1, 1, 1, 0.7, 0.6, 0.5])}
+    return {key: rng.uniform(lo, hi, 7) * np.array(scale) for key, ((lo, hi), scale) in RANGES.items()}
 
 
 def breakaway(model, plant, force=5.0):

@@ -27,6 +27,11 @@ FRANKA = {"armature": np.array([0.195, 0.195, 0.195, 0.195, 0.074, 0.074, 0.074]
           "damping": np.full(7, 0.21),                                                   # assets/fr3.xml
           "friction": np.array([1.137, 1.137, 1.137, 1.137, 0.763, 0.44, 0.248])}
 Q_FRANKY = np.array([0.0, 0.0, 0.0, -1.57, 0.0, 1.57, 0.785])       # franky-sim's start pose
+# plants nobody chose (bench/friction_push.py --random, test_friction_sweep.py): per joint uniform within
+# these, times the per-joint scale (the wrist's lighter)
+RANGES = {"armature": ((0.05, 0.4), [1, 1, 1, 1, 0.4, 0.3, 0.2]),      # kg m^2
+          "damping": ((0.05, 0.5), [1] * 7),                          # N m s/rad
+          "friction": ((0.2, 1.5), [1, 1, 1, 1, 0.7, 0.6, 0.5])}      # N m, dry
 SOFT, SHARP = 0.02, 0.002          # friction loss solref time constant [s]
 K_PUSH = 450.0                     # N/m along x, the Cartesian stiffness
 

@@ -37,8 +37,8 @@ from hypothesis import strategies as st
 
 pytest.importorskip("mujoco")
 
-from friction_rig import (FRANKA, K_PUSH, PLANT, Q_FRANKY, Q_HOME, SHARP, SOFT, file_loop, identify,  # noqa: E402
-                          law_friction, push)
+from friction_rig import (FRANKA, K_PUSH, PLANT, Q_FRANKY, Q_HOME, RANGES, SHARP, SOFT, file_loop,  # noqa: E402
+                          identify, law_friction, push)
 
 from robot_dynamics.dynamics import Model  # noqa: E402
 
@@ -119,11 +119,6 @@ def test_the_compensation_injects_no_energy_and_the_released_arm_comes_to_rest(m
     assert r["ke_release"] <= KE_MARGIN[0] * ideal["ke_release"] + KE_MARGIN[1], (what, r, ideal)
     assert r["back"] <= r["pushed"] + 1e-5, (what, r)
     assert r["creep_each"][-1] < REST, (what, r)
-
-
-RANGES = {"armature": ((0.05, 0.4), [1, 1, 1, 1, 0.4, 0.3, 0.2]),      # kg m^2 (the wrist's scaled down)
-          "damping": ((0.05, 0.5), [1] * 7),                          # N m s/rad
-          "friction": ((0.2, 1.5), [1, 1, 1, 1, 0.7, 0.6, 0.5])}      # N m, dry
 
 
 @st.composite

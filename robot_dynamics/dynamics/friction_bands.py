@@ -189,8 +189,8 @@ def fit_bands_slow(model, t, q, tau, est, inertial=False, derivative_cutoff=50.0
     the pose it works at (on franky-sim the fast rows gave the shoulder 0.0118 rad/s where its friction
     loss at the start pose rises within 0.001).
     A joint that did not slide both ways (fewer than MIN_ROWS rows faster than `slide`, per joint or
-    one for all, at least band_min, out and back each) gets band_min, not a fit: its static friction held it against the
-    law's pull while the reference went on (a joint law without friction compensation drives the
+    one for all, at least band_min, out and back each) gets band_min, not a fit: its static friction
+    held it against the law's pull while the reference went on (a joint law without friction compensation drives the
     excitation), and the rows where it stood carry torques anywhere within +-fc at v = 0, which no
     tanh explains; with the motion one way only the constant and fc tanh(v / vs) are the same column
     too.  The fit then lands anywhere: on a MuJoCo Panda whose shoulder (fc 1.44 N m, sharp) went out
@@ -214,7 +214,7 @@ def fit_bands_slow(model, t, q, tau, est, inertial=False, derivative_cutoff=50.0
         return rms
     vs, curves = _fit_on_grid(model, t, y, keep, v, sl, cutoff, band_min, band_max, n_grid, joint)
     u = v[sl]
-    fast = np.maximum(band_min if slide is None else np.nan_to_num(np.asarray(slide, float)), band_min)
+    fast = band_min if slide is None else np.fmax(slide, band_min)
     out_rows = np.sum(keep & (u > fast), axis=0)
     back_rows = np.sum(keep & (u < -fast), axis=0)
     stuck = np.isfinite(vs) & ((out_rows < MIN_ROWS) | (back_rows < MIN_ROWS))
