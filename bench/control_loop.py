@@ -1,6 +1,8 @@
 """Cost of one ControlLoop cycle (update_state + step) per law on the Panda, in-process, no ROS: what
 an in-process front end (the Franka bridge) pays per robot cycle, beside the law alone and the safe
-command's step.  Prints a table (microseconds per call: median, p99, max).
+command's step; and the Cartesian law with the friction compensation a file writes, without and with
+link-side joint torque sensors (effort_link_side: the gravity torque, the efforts' noise estimate and
+the filter each cycle).  Prints a table (microseconds per call: median, p99, max).
 
     .venv/bin/python bench/control_loop.py [--n 20000]
 """
@@ -31,16 +33,27 @@ def main():
     rng = np.random.default_rng(0)
     qs = Q0 + 0.01 * rng.standard_normal((a.n, 7))
     rows = []
-    for law in ("gravity_compensation", "computed_torque", "joint_impedance", "cartesian_impedance"):
-        loop = ControlLoop.from_params(model, {"controller": law, "watchdog_timeout": 1e9},
+    # the friction compensation as an identification writes it (the stiction term on), then with
+    # link-side joint torque sensors read from the state's effort (effort_link_side)
+    fr = {"cartesian_impedance.friction_compensation": True, "cartesian_impedance.friction_coulomb": [0.8] * 7,
+          "cartesian_impedance.friction_viscous": [0.3] * 7, "cartesian_impedance.friction_velocity_scale": [0.002] * 7,
+          "cartesian_impedance.friction_stiction": 1.0}
+    cases = [(law, law, {}) for law in ("gravity_compensation", "computed_torque", "joint_impedance",
+                                        "cartesian_impedance")]
+    cases += [("cartesian_impedance, friction compensation", "cartesian_impedance", fr),
+              ("the same, effort_link_side", "cartesian_impedance", {**fr, "effort_link_side": True})]
+    effort = 0.05 * rng.standard_normal((a.n, 7))
+    for name, law, extra in cases:
+        loop = ControlLoop.from_params(model, {"controller": law, "watchdog_timeout": 1e9, **extra},
                                        log=lambda *_: None)
         loop.activate(0.0)
         v = np.zeros(7)
         cyc, law_only = [], []
+        link = bool(extra.get("effort_link_side"))
         for k in range(a.n):
             now = k * 1e-3
             t0 = time.perf_counter()
-            loop.update_state(qs[k], v, now)
+            loop.update_state(qs[k], v, now, effort=effort[k] if link else None)
             loop.step(now)
             cyc.append(time.perf_counter() - t0)
         st = State(qs[0].copy(), v, 0.0)
@@ -55,7 +68,7 @@ def main():
             t0 = time.perf_counter()
             loop.step(100.0 + k * 1e-3)
             safe.append(time.perf_counter() - t0)
-        rows.append((law, stats(cyc), stats(law_only), stats(safe)))
+        rows.append((name, stats(cyc), stats(law_only), stats(safe)))
     print(f"ControlLoop on the Panda, {a.n} cycles per law (us per call: median / p99 / max)\n")
     print("| law | update_state + step | law.compute alone | safe-command step |")
     print("|---|---|---|---|")

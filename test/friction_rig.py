@@ -11,6 +11,7 @@ at the state each command is applied at (a Franka's driver), so the loop sends c
 import copy
 import math
 
+import mujoco
 import numpy as np
 
 from robot_dynamics.control import ControlLoop
@@ -36,6 +37,13 @@ SOFT, SHARP = 0.02, 0.002          # friction loss solref time constant [s]
 K_PUSH = 450.0                     # N/m along x, the issue's Cartesian stiffness
 
 
+def random_plant(seed):
+    """A plant nobody chose: per joint rotor inertia, damping and dry friction drawn uniformly within RANGES
+    (seeded)."""
+    rng = np.random.default_rng(seed)
+    return {key: rng.uniform(lo, hi, 7) * np.array(scale) for key, ((lo, hi), scale) in RANGES.items()}
+
+
 class Plant:
     """MujocoSim plus the driver: step(command) applies command (+ g(q) at the present state)."""
 
@@ -47,6 +55,8 @@ class Plant:
         self.model, self.adds_gravity = model, adds_gravity
         from robot_dynamics.dynamics import make_backend
         self.dyn = make_backend(model, "pinocchio")
+        self.sim.d.ctrl[self.sim._act] = self.dyn.gravity(q0)      # held before the loop's first command
+        mujoco.mj_forward(self.sim.m, self.sim.d)                 # (what link_torque reads before a step)
 
     def step(self, tau):
         if self.adds_gravity:
@@ -59,6 +69,16 @@ class Plant:
         w = self.sim._wrench.get(self.frame, (None, np.zeros(6)))[1]
         R = self.sim.frame_pose(self.frame)[0]
         return np.concatenate([R.T @ w[:3], R.T @ w[3:]])
+
+
+    def link_torque(self):
+        """What link-side joint torque sensors (after the gear: a Franka's tau_J) read at the present state:
+        the torque the drive passes on to the link, the motor's less the gear's friction and damping and the
+        rotor's inertial torque, from MuJoCo's own forces (qfrc_actuator + qfrc_passive + qfrc_constraint
+        - armature qacc: the rig has no joint limits and its arm touches nothing, so that its constraint
+        forces are the friction loss's)."""
+        m, d, i = self.sim.m, self.sim.d, self.sim._dadr
+        return (d.qfrc_actuator + d.qfrc_passive + d.qfrc_constraint - m.dof_armature * d.qacc)[i]
 
 
 class SensorNoise:
@@ -80,11 +100,12 @@ class SensorNoise:
         return self.y
 
 
-def drive(loop, plant, t0, seconds, until=None, record=None, sensor=False, noise=None, v_noise=None):
+def drive(loop, plant, t0, seconds, until=None, record=None, sensor=False, noise=None, v_noise=None, link=None):
     """The loop drives the plant for `seconds`: each ms the state (sensor: and the flange's F/T
     reading; noise: (rng, sigma_force [N], sigma_moment [N m]) white noise added to it, or a
-    SensorNoise; v_noise: (rng, sigma [rad/s]) white noise on the joint velocities the loop gets), a
-    step, the command held one ms."""
+    SensorNoise; v_noise: (rng, sigma [rad/s]) white noise on the joint velocities the loop gets; link:
+    (rng, sigma [N m][, offset [N m] per joint]) the state's effort is the link-side joint torque with that
+    white noise and offset), a step, the command held one ms."""
     sim = plant.sim
     k0 = int(round(t0 / DT))
     for k in range(k0, k0 + int(round(seconds / DT))):
@@ -98,7 +119,12 @@ def drive(loop, plant, t0, seconds, until=None, record=None, sensor=False, noise
                 w = w + np.concatenate([rng.normal(0.0, sf, 3), rng.normal(0.0, sm, 3)])
             loop.estimation.set_wrench(w, plant.frame, now)
         v = sim.v if v_noise is None else sim.v + v_noise[0].normal(0.0, v_noise[1], len(sim.v))
-        loop.update_state(sim.q, v, now)
+        effort = None
+        if link is not None:
+            effort = plant.link_torque() + link[0].normal(0.0, link[1], len(sim.v))
+            if len(link) > 2:
+                effort += link[2]
+        loop.update_state(sim.q, v, now, effort=effort)
         tau, _ = loop.step(now)
         plant.step(tau)
         if record is not None:
@@ -153,7 +179,7 @@ def cartesian_loop(model, friction=None, compensate_gravity=True, k=K_PUSH, k_ro
 
 def push(model, friction=None, solref=SOFT, force=5.0, hold=4.0, back=2.0, settle=1.0, window=0.5, plant=None,
          k=K_PUSH, k_rot=50.0, q0=Q_HOME, sensor=False, noise=None, loop_over=None, adds_gravity=False, rest=0.0,
-         frame=FLANGE, trace=()):
+         frame=FLANGE, trace=(), link=None):
     """The issue's experiment: the law holds the flange, it is pushed along x with `force` then 2
     `force`, each held `hold` s, then released (sensor: the loop reads the push from an ideal F/T
     sensor at the flange).  Returns the stiffness from the first push (F / dx),
@@ -167,13 +193,16 @@ def push(model, friction=None, solref=SOFT, force=5.0, hold=4.0, back=2.0, settl
     `back` (an arm still going back at `back` is not creeping; "moving_at_back": the largest joint speed
     over the last `window` s of `back`, the creep's window without `rest`); frame: the pushed and controlled frame
     (the Panda's flange; fr3_model()'s TCP); trace: times [s] after the release (within `back`) at
-    which the frame's distance from the start is also returned, as "trace" [m]."""
+    which the frame's distance from the start is also returned, as "trace" [m]; link: (rng, sigma [N m])
+    the loop reads link-side joint torque sensors with that noise (effort_link_side)."""
     plant = Plant(model, solref=solref, plant=plant, q0=q0, adds_gravity=adds_gravity, frame=frame)
     sim = plant.sim
+    if link is not None:
+        loop_over = {**(loop_over or {}), "effort_link_side": True}
     loop = cartesian_loop(model, friction, compensate_gravity=not adds_gravity, k=k, k_rot=k_rot,
                           loop_over=loop_over, frame=frame)
     loop.activate(0.0)
-    t = drive(loop, plant, 0.0, settle, sensor=sensor, noise=noise)
+    t = drive(loop, plant, 0.0, settle, sensor=sensor, noise=noise, link=link)
     ke = [0.0]
 
     def energy(now, s):
@@ -202,13 +231,14 @@ def push(model, friction=None, solref=SOFT, force=5.0, hold=4.0, back=2.0, settl
             sim.clear_wrench()
         span = hold if f else back
         speeds = []
-        t = drive(loop, plant, t, span, sensor=sensor, noise=noise,
+        t = drive(loop, plant, t, span, sensor=sensor, noise=noise, link=link,
                   record=recorder(speeds, t + span, not f, None if f else int(round(t / DT))))
         dx.append(sim.frame_pose(frame)[1] - x0)
         if not f and rest > 0.0:
             moving = float(np.max(speeds))
             speeds = []
-            t = drive(loop, plant, t, rest, sensor=sensor, noise=noise, record=recorder(speeds, t + rest, True))
+            t = drive(loop, plant, t, rest, sensor=sensor, noise=noise, link=link,
+                      record=recorder(speeds, t + rest, True))
         creep.append(float(np.max(speeds)))
     return {"k_single": force / dx[0][0], "k_slope": force / (dx[1][0] - dx[0][0]),
             "back": float(np.linalg.norm(dx[2])), "creep": max(creep), "creep_each": creep,

@@ -4,12 +4,13 @@ at 1 kHz, over what a user configures together: the plant (franky-sim's joint fr
 pose, or the rig's own at the home pose; MuJoCo's soft or sharp friction loss), the Cartesian gains
 (k 100-1000 N/m, k_rot 5-60 N m/rad), the torque-rate limit (200-5000 N m/s), the compensation's model
 (fc 90-100 % and fv 80-100 % of the plant's, each joint's velocity scale 1-3 x the one the loop's
-identification finds on that plant), the stiction
-fraction without a sensor and with one (0-1 each; the file writes 1), its deadband p0 (0.01-0.2 N m), an F/T sensor at
-the flange or none, with white noise on its reading (up to 0.1 N, 0.03 N m: p0 under the noise mapped
-to the joints as often as over it; the term's dead zone, 4 x that noise as the loop estimates it from
-the sensor's samples, is what keeps it from flipping with the noise at rest), and the rotor inertia in the law's model (the
-file's `armature`, within 5 % of the plant's) or not (the URDF alone).
+identification finds on that plant), the stiction fraction without a sensor and with one (0-1 each;
+the file writes 1), its deadband p0 (0.01-0.2 N m), an F/T sensor at the flange, link-side joint
+torque sensors (effort_link_side) or none, with white noise on the reading (up to 0.1 N, 0.03 N m;
+0.1 N m: p0 under the noise mapped to the joints as often as over it; the term's dead zone, 4 x that
+noise as the loop estimates it from the sensor's samples, is what keeps it from flipping with the
+noise at rest), and the rotor inertia in the law's model (the file's `armature`, within 5 % of the
+plant's) or not (the URDF alone).
 
 The plant adds gravity itself (a Franka's driver; the law leaves it out, as the fr3 configs do), so the
 arm does not sag while a slow torque-rate limit ramps the law in.  Each case pushes the flange along x
@@ -72,10 +73,11 @@ def cases(draw):
     k = draw(st.floats(100.0, 1000.0))
     k_rot = draw(st.floats(5.0, 60.0))
     force = 0.01 * k * draw(st.floats(0.3, 1.0))     # 2 F within 2 cm: inside the law's pose error clip
-    sensor = draw(st.booleans())
+    sensor = draw(st.sampled_from(["none", "F/T", "link"]))
     # white noise on the sensor's reading up to 0.1 N and 0.03 N m (a 6-axis sensor's at 1 kHz: tens of
-    # mN, a few mN m; a noisy one's several times that)
-    noise = (draw(st.floats(0.0, 0.1)), draw(st.floats(0.0, 0.03))) if sensor else None
+    # mN, a few mN m; a noisy one's several times that); link-side joint torque sensors: up to 0.1 N m
+    noise = {"none": None, "F/T": (draw(st.floats(0.0, 0.1)), draw(st.floats(0.0, 0.03))),
+             "link": draw(st.floats(0.0, 0.1))}[sensor]
     fr = {"friction_compensation": True,
           "friction_coulomb": list(plant["friction"] * draw(st.floats(0.9, 1.0))),
           "friction_viscous": list(plant["damping"] * draw(st.floats(0.8, 1.0))),
@@ -99,7 +101,7 @@ def cases(draw):
 @given(cases())
 # a noisy sensor under the file's p0 (0.08 N, 0.028 N m on the soft rig): without the stiction term's dead
 # zone the released arm dithers at 7.9e-3 rad/s (bench/stiction_noise.py)
-@example(dict(name="rig", plant=PLANT, q0=Q_HOME, solref=SOFT, k=450.0, k_rot=50.0, force=2.7, sensor=True,
+@example(dict(name="rig", plant=PLANT, q0=Q_HOME, solref=SOFT, k=450.0, k_rot=50.0, force=2.7, sensor="F/T",
               noise=(0.08, 0.028), rate=1000.0, armature=list(PLANT["armature"]),
               friction={"friction_compensation": True, "friction_coulomb": list(PLANT["friction"]),
                         "friction_viscous": list(PLANT["damping"]), "vs_scale": 1.0, "friction_stiction": 1.0,
@@ -113,8 +115,10 @@ def test_the_compensation_injects_no_energy_and_the_released_arm_comes_to_rest(m
     ideal = push(model, None, solref=c["solref"], plant={**c["plant"], "friction": np.zeros(7),
                                                          "damping": np.zeros(7)}, **kw)
     rng = np.random.default_rng(7)
-    noise = None if c["noise"] is None else (rng, *c["noise"])
-    r = push(model, fr, solref=c["solref"], plant=c["plant"], sensor=c["sensor"], noise=noise, rest=3.0, **kw)
+    noise = (rng, *c["noise"]) if c["sensor"] == "F/T" else None
+    link = (rng, c["noise"]) if c["sensor"] == "link" else None
+    r = push(model, fr, solref=c["solref"], plant=c["plant"], sensor=c["sensor"] == "F/T", noise=noise, link=link,
+             rest=3.0, **kw)
     what = {**{key: val for key, val in c.items() if key not in ("plant", "friction")}, **fr}
     assert r["ke_release"] <= KE_MARGIN[0] * ideal["ke_release"] + KE_MARGIN[1], (what, r, ideal)
     assert r["back"] <= r["pushed"] + 1e-5, (what, r)
@@ -128,7 +132,7 @@ def plants(draw):
     plant = {}
     for key, ((lo, hi), scale) in RANGES.items():
         plant[key] = np.array([draw(st.floats(lo, hi)) * s for s in scale])
-    return plant, draw(st.sampled_from([SHARP, SOFT])), draw(st.booleans())
+    return plant, draw(st.sampled_from([SHARP, SOFT])), draw(st.sampled_from(["none", "F/T", "link"]))
 
 
 @pytest.mark.slow                               # 8 cases: an identification and two closed-loop runs each
@@ -140,11 +144,12 @@ def test_the_file_as_written_on_plants_nobody_chose(model, case):
     """What a user gets on an arm nobody tuned for: the plant drawn (RANGES, sharp or soft friction
     loss), the loop's identification (the joint law's defaults, hold_pairing start), the file as
     written, the rig's push (k 450 N/m, 5 N then 10 N, released), with the push measured by an F/T
-    sensor or not.  Judged on the plant: every identified dry friction within 2 % of the plant's;
+    sensor at the flange, by link-side joint torque sensors (effort_link_side, white noise 0.03 N m),
+    or not at all.  Judged on the plant: every identified dry friction within 2 % of the plant's;
     after the release the arm's kinetic energy at most the ideal arm's (no friction, no damping: the
     compensation injects none), back within 1 mm 2 s after the release, at rest (no joint faster than
-    REST over the last 0.5 s of each hold and 4.5-5 s after the release); with the sensor the slope
-    within 3 % of k and the first push within 5 %.  Without it a joint the push loads can stay held by
+    REST over the last 0.5 s of each hold and 4.5-5 s after the release); with a sensor the slope
+    within 3 % of k and the first push within 5 %.  Without one a joint the push loads can stay held by
     its static friction under the hand (bench/friction_push.py --random: 4 of 12 sharp plants), which
     nothing in the state tells: the stiffness is not asserted there."""
     plant, solref, sensor = case
@@ -154,9 +159,10 @@ def test_the_file_as_written_on_plants_nobody_chose(model, case):
     fr = law_friction(run.params)
     kw = dict(solref=solref, rest=3.0)
     ideal = push(model, None, plant={**plant, "friction": np.zeros(7), "damping": np.zeros(7)}, **kw)
-    r = push(model, fr, plant=plant, sensor=sensor, loop_over=file_loop(run.params), **kw)
+    r = push(model, fr, plant=plant, sensor=sensor == "F/T", loop_over=file_loop(run.params),
+             link=(np.random.default_rng(5), 0.03) if sensor == "link" else None, **kw)
     what = dict(solref=solref, sensor=sensor, bands=run.bands, **{k: np.round(v, 3) for k, v in plant.items()})
     assert r["ke_release"] <= KE_MARGIN[0] * ideal["ke_release"] + KE_MARGIN[1], (what, r, ideal)
     assert r["back"] < 1e-3 and max(r["creep_each"]) < REST, (what, r)
-    if sensor:
+    if sensor != "none":
         assert abs(r["k_slope"] / K_PUSH - 1) < 0.03 and abs(r["k_single"] / K_PUSH - 1) < 0.05, (what, r)

@@ -363,6 +363,8 @@ class ControlLoop:
             self.total_steps += 1
             return c.tau
         law = self.law
+        if self.estimation.link_torque:
+            self.estimation.measure_link_torque(now)
         if self.cartesian:
             if refs.pending_wrench:
                 refs.apply_wrench()
@@ -449,16 +451,17 @@ class ControlLoop:
             f"held command stays stable; the gains come back as the holds shorten"), now)
 
     def _noisy_wrench(self, now):
-        """The F/T sensor's noise widened the stiction term's dead zone past its tanh scale: logged
-        (info) the first time and whenever it grows by half again (a sensor is always noisy: not every
-        second)."""
+        """The F/T sensor's (or the joint torque sensors') noise widened the stiction term's dead zone past
+        its tanh scale: logged (info) the first time and whenever it grows by half again (a sensor is
+        always noisy: not every second)."""
         fr = self.law.friction
         j = int(np.argmax(fr.deadzone))
         if fr.deadzone[j] <= 1.5 * self._deadzone_logged:
             return
         self._deadzone_logged = float(fr.deadzone[j])
         self.report.log("info", (
-            f"the wrench sensor's noise gives joint {self.model.joint_names[j]} {fr.deadzone[j] / NOISE_DEADZONE:.3g} "
+            f"the {'joint torque sensors' if self.cycle.state.tau_ext is not None else 'wrench sensor'}'s noise "
+            f"gives joint {self.model.joint_names[j]} {fr.deadzone[j] / NOISE_DEADZONE:.3g} "
             f"N m: the stiction term acts on pulls beyond {fr.deadzone[j]:.3g} N m there ({NOISE_DEADZONE:g} x that "
             f"noise; friction_stiction_torque {fr.pull_scale:g} N m)"))
 

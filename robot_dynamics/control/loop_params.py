@@ -11,7 +11,7 @@ Who owns what (the loop applies a live change to its owner only):
     safety.tank_capacity                   the shaping stage's energy tank
     safety.time_scaling, setpoint_shaping, ik.*   the references stage
     safety.joint_speed_stop, safety.stop_damping, watchdog_timeout, safe_command   the supervisor / output
-    observer.*, sensor_frame, tool_*, wrench_*    the estimation stage
+    observer.*, sensor_frame, tool_*, wrench_*, effort_link_side   the estimation stage
     payload_id.*, dynamics_id.*            the runs
     controller, joints, backend, update_rate, log_throttle_period, armature, hold_bound   the loop itself
 """

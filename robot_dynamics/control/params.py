@@ -68,6 +68,12 @@ LOOP_PARAMS = [
     Spec("armature", UNSET_DOUBLE_ARRAY, "rotor inertia behind each joint's gear [kg m^2] in `joints` order "
          "(URDF cannot state it; dynamics.identification estimates it): added to the model's mass matrix in "
          "both backends and every algorithm, read at configure; not set: the model's (none)", "per_joint"),
+    Spec("effort_link_side", False, "the joint states' effort is measured by link-side joint torque sensors (after "
+         "the gear and its friction: a Franka's tau_J, a KUKA iiwa's or a Kinova Gen3's): the friction's stiction "
+         "term then takes the environment's torque on each joint from it, g(q) - effort less its mean over the "
+         "first 0.2 s after the law starts, and meets a push anywhere on the arm (friction_stiction_sensed); "
+         "false: a motor-side effort (a UR's, from its currents) or a simulator's applied torque, which hold the "
+         "friction too"),
     Spec("effort_scale", 1.0, "fraction (0, 1] of the effort limits actually allowed", "positive", live=True),
     Spec("torque_rate_limit", 1000.0, "largest torque change per second [N m/s]", "positive", live=True),
     Spec("setpoint_shaping", True, "a joint set-point (~/target_joint_state: no velocity) is approached on a "
@@ -285,9 +291,10 @@ LAW_KEYS = {
                                     "exceeds its friction: the breakaway a velocity-sign model does not give "
                                     "(0: off)"),
     "friction_stiction_sensed": ("double", "the same fraction [0, 1] where a sensor measures the environment's "
-                                           "torque (cartesian_impedance with an F/T sensor): along the law's pull "
-                                           "plus J^T of the measured wrench, zero where they balance (0: the "
-                                           "measured wrench is not used for it; friction_stiction applies)"),
+                                           "torque (cartesian_impedance with an F/T sensor; every law with "
+                                           "effort_link_side): along the law's pull plus J^T of the measured "
+                                           "wrench or the joint torques measured, zero where they balance (0: the "
+                                           "measurement is not used for it; friction_stiction applies)"),
     "friction_stiction_torque": ("positive", "the law's pull [N m] at which friction_stiction reaches 76 % (tanh)"),
     "friction_offset": ("per_joint_any", "constant torque offset [N m] (any sign)"),
     "friction_scale": ("double", "fraction [0, 1] of the friction model compensated"),

@@ -75,7 +75,9 @@ class State:
     [f; n] (N, N m).  The wrench is the one the environment exerts on the robot (what a force/torque
     sensor reports for a tool it carries, after tare and tool-gravity removal), about the origin of
     the controlled frame, in the axes named by `wrench_frame`: "" or the controlled frame's name
-    (its local axes) or "world" (world-aligned axes), as WrenchProcessor produces it."""
+    (its local axes) or "world" (world-aligned axes), as WrenchProcessor produces it.  tau_ext
+    [N m]: the environment's torque on each joint, the same sign (a wrench w at the frame gives
+    J^T w), from link-side joint torque sensors (stages/estimation.py)."""
     q: np.ndarray
     v: np.ndarray
     t: float = 0.0
@@ -83,6 +85,8 @@ class State:
     wrench_frame: str = ""
     wrench_source: str = "sensor"       # "sensor" (measured) or "observer" (estimated from the motor torques)
     wrench_cov: np.ndarray = None       # 6x6 covariance of the noise on `wrench`, its axes (None: not known)
+    tau_ext: np.ndarray = None          # the environment's torque on each joint, measured by link-side joint
+    tau_ext_sd: np.ndarray = None       # torque sensors (effort_link_side), and its noise's spread per joint
 
 
 @dataclass
@@ -262,6 +266,7 @@ class ControlLaw:
         self.friction = FrictionCompensation(self.nv)
         self._q_last = np.zeros(model.nq)              # the state's q, for the stiction term's g(q)
         self._pull_ext = None                          # J^T w of a sensed wrench for the stiction term
+        self._tau_ext = self._tau_ext_sd = None        # the state's measured joint torques (they take precedence)
         self._t_state, self._dt = -math.inf, 0.0       # the state's time, its step (the stiction's slip)
         self._il = np.tril_indices(self.nv, -1)
         self.continuous = continuous_mask(model)      # None or a mask: errors wrapped to [-pi, pi)
@@ -356,6 +361,8 @@ class ControlLaw:
             self.info.status = "nonfinite state"
             return None, None
         self._q_last = q
+        self._tau_ext = getattr(state, "tau_ext", None)          # measured by link-side sensors (or None)
+        self._tau_ext_sd = getattr(state, "tau_ext_sd", None)
         t = state.t
         if t is None:
             self._dt = 0.0
@@ -370,6 +377,9 @@ class ControlLaw:
         every speed) when friction_compensation is on."""
         fr = self.friction
         ext = self._pull_ext
+        if self._tau_ext is not None and fr.stiction_sensed > 0.0:   # link-side joint torque sensors: every
+            ext = self._tau_ext                                      # contact on the arm, not only the tool's
+            fr.joint_deadzone(self._tau_ext_sd)
         fr.sensed = ext is not None
         if fr.active and (fr.stiction > 0.0 or fr.sensed):   # the law's own torque without gravity: its
             fr.pull[:] = tau                                 # pull, and the environment's where measured

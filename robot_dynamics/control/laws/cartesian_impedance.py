@@ -543,7 +543,8 @@ class CartesianImpedance(ControlLaw):
         if h is not None:                               # g(q) [+ C(q, v) v]
             tau += h
         fr = self.friction
-        if fr.active and fr.stiction_sensed > 0.0 and state.wrench is not None and state.wrench_source == "sensor":
+        if fr.active and fr.stiction_sensed > 0.0 and state.wrench is not None and state.wrench_source == "sensor" \
+                and self._tau_ext is None:
             w = self._world_wrench(state, R)            # the stiction term's pull: the law's and the
             if w is not None:                           # environment's J^T w, which a sensor measures
                 self._pull_ext = J.T @ w

@@ -101,6 +101,18 @@ What p is, and g, decide who meets the term:
   hand's push meets up to d more friction).  An estimated wrench (wrench_source "observer": from the
   motor torques) is not used for it: it holds the friction too, and p would be the law's pull less
   itself.
+- with link-side joint torque sensors (`effort_link_side`: the joint states' effort is the torque
+  after the gear and its friction, a Franka's tau_J, a KUKA iiwa's), p is the law's pull plus the
+  environment's torque on each joint they measure, tau_ext = g(q) - tau_J at rest
+  (stages/estimation.py: tared over the first 0.2 s after the law starts, low-passed by link_filter,
+  which keeps the loop the arm's own acceleration closes through the reading stable), State.tau_ext:
+  every contact on the arm, not only the tool's, and it takes precedence over an F/T sensor's wrench.
+  The dead zone is NOISE_DEADZONE times the noise the filtered reading keeps of the sensors' (estimated
+  from the efforts as they arrive).  With them the file as written meets the push's four figures on
+  all twelve random plants of each friction (bench/friction_push.py --random 12, noise 0.03 N m),
+  the four sharp ones whose 5 N push stays under a loaded joint's static friction without a sensor
+  included.  A motor-side effort (a UR's, from its currents; a simulator's applied torque,
+  franky-sim's tau_J) holds the friction itself and must not be read so.
 Its size is the identified fc, the speed it fades over and the joints it acts on the identified vs
 (the same run's data); k = 1 is written, TRAVEL, BALANCE, FADE and STICTION_VS are fixed (a
 presliding state, Dahl's or LuGre's, holds the friction at rest but does not tell which way the arm
@@ -118,6 +130,7 @@ TRAVEL = 0.01             # [rad] without a sensor, the arm's last motion is its
 BALANCE = 0.25            # ... forgotten where the pull is within this x p0 on every joint (at the balance)
 FADE = 1.5                # ... and the term fades out as a joint's pull grows from fc to this x fc
 STICTION_VS = 0.003       # [rad/s] the term in full on joints whose vs is within this, none from twice it
+LINK_MARGIN = 2.0         # link-side joint torque sensors: the low-pass's margin on the loop through the arm
 
 
 class FrictionCompensation:
@@ -255,6 +268,34 @@ class FrictionCompensation:
         np.fmax(dz, 0.0, out=dz)                           # (a NaN from a broken estimate: no dead zone)
         np.sqrt(dz, out=dz)
         dz *= NOISE_DEADZONE
+        self.noisy = bool(dz.max() > self.pull_scale)
+        return dz
+
+    def link_filter(self, period):
+        """The time constant [s] of the low-pass on the environment's torque from link-side joint torque
+        sensors (stages/estimation.py), `period` the control period [s].  A link-side sensor reads the
+        arm's own acceleration too (tau_J = M a + C v + g - tau_ext): the term's torque accelerates the
+        arm, and the next reading brings -M a into the pull, through the term's slope k fc / p0 (16 at
+        fc 0.8 N m, k 1, p0 0.05 N m) back into the torque: a loop through the arm's inertia (M of the
+        links, less than the arm's with its rotors: a gain below g = k max(fc) / p0) with a period's
+        delay, whose pole z = -g rings at half the control rate (measured on the rig without a dead zone:
+        the arm held in a two-step oscillation, up to 0.26 N m of M a in the reading).  Low-passed, y += (1 - b)
+        (x - y), the pole is b - (1 - b) g; at 1 - b = 1 / (LINK_MARGIN (1 + g)) it is 1 - 1 / LINK_MARGIN
+        (0.5; with two periods of delay the poles are within 0.71).  The filter's noise gain,
+        sqrt((1 - b) / (1 + b)), narrows the dead zone as much."""
+        g = self.stiction_sensed * float(self._fc.max()) / self.pull_scale
+        return LINK_MARGIN * (1.0 + g) * period
+
+    def joint_deadzone(self, sd):
+        """The pull's dead zone per joint with link-side joint torque sensors: sd the spread of their
+        noise per joint [N m] (None: not known, no dead zone).  Sets and returns self.deadzone =
+        NOISE_DEADZONE sd."""
+        dz = self.deadzone
+        if sd is None:
+            dz.fill(0.0)
+        else:
+            np.multiply(sd, NOISE_DEADZONE, out=dz)
+            np.fmax(dz, 0.0, out=dz)                       # (a NaN from a broken estimate: no dead zone)
         self.noisy = bool(dz.max() > self.pull_scale)
         return dz
 

@@ -1,11 +1,13 @@
 """The estimation stage: what the arm feels.  The momentum observer (external joint torques, collisions,
-a wrench estimate) and the F/T sensor's wrench processing (tare, tool weight, filter, frame change).
+a wrench estimate), the F/T sensor's wrench processing (tare, tool weight, filter, frame change) and the
+environment's joint torques from link-side joint torque sensors (effort_link_side).
 
 Reads: the cycle's state (q, v, seq, stamp), the command sent last (`tau`, the torque applied since the
 previous update) and `ramps` (a safe-command step restarts the observer: the applied torque left the law);
 the parameters observer.*, sensor_frame, tool_mass, tool_com, wrench_filter_cutoff_hz, wrench_deadband,
-watchdog_timeout, cartesian_impedance.wrench_source.  Writes: the cycle state's `wrench` and
-`wrench_frame` (the law's measured wrench), its own estimates.  Raises: `collision()` (the loop's port:
+watchdog_timeout, cartesian_impedance.wrench_source, effort_link_side (with the cycle's `effort`).
+Writes: the cycle state's `wrench` and `wrench_frame` (the law's measured wrench), `tau_ext` and
+`tau_ext_sd`, its own estimates.  Raises: `collision()` (the loop's port:
 observer.on_collision 'hold' holds the position, identification runs stop where they are).
 
 Guarantees: a wrench that is not 6 finite numbers, stale (older than watchdog_timeout) or in an unknown
@@ -18,6 +20,10 @@ import math
 import numpy as np
 
 from ..wrench import NoiseEstimate, WrenchProcessor
+
+LINK_TARE = 0.2        # s: effort_link_side's tare, the mean environment torque over this after the law starts
+LINK_NOISE_EVERY = 16  # ... its noise's spread (the dead zone) taken from the estimate every this many samples,
+LINK_NOISE_SUBSAMPLE = 4   # ... which gets every this many samples (29 us each on the Panda's 7 joints)
 
 
 class Estimation:
@@ -41,6 +47,7 @@ class Estimation:
         if self.cartesian and p["sensor_frame"]:
             self.wrench_proc = self._make_wrench_processor(p["sensor_frame"])
         self._make_observer(p)
+        self._make_link_torque(p)
 
     # ------------------------------------------------------------------ the momentum observer
     def _make_observer(self, p):
@@ -92,8 +99,10 @@ class Estimation:
         return a
 
     def restart(self):
-        """The observer restarts at its next update (activation, after a trip)."""
+        """The observer restarts at its next update (activation, after a trip); the link-side joint torques
+        are tared again."""
         self.obs_last = None
+        self._lt_count = 0
 
     def observe(self, now):
         """One observer step with the torque applied since the last one (the command sent, + g(q) when
@@ -150,6 +159,77 @@ class Estimation:
         self.obs_wrench = self.observer.wrench(self.c.q)
         self.obs_wrench_stamp = t
         return self.obs_wrench
+
+    # ------------------------------------------------------------------ link-side joint torque sensors
+    def _make_link_torque(self, p):
+        """effort_link_side: the measured effort is the link-side joint torque tau_J (after the gear and its
+        friction).  The links' balance, M(q) a + C(q, v) v + g(q) = tau_J + tau_ext, gives the environment's
+        torque tau_ext = g(q) - tau_J at rest, where the stiction term acts (it fades out as a joint slides,
+        control/laws/friction.py), less its mean over the first LINK_TARE s after the law starts (the
+        sensors' offsets and the model's gravity error at that pose, as a Franka's tau_ext_hat is tared at
+        its start: nothing may push the arm then), low-passed (FrictionCompensation.link_filter: M a, left
+        out for want of a measured acceleration, closes a loop through the arm's inertia that the filter
+        keeps stable)."""
+        n = self.model.nv
+        self.link_torque = bool(p["effort_link_side"])
+        self._lt_raw, self._lt_ext, self._lt_sd = np.zeros(n), np.zeros(n), np.zeros(n)
+        self._lt_tare, self._lt_count, self._lt_t0, self._lt_seq = np.zeros(n), 0, 0.0, -1
+        self._lt_ready, self._lt_t, self._lt_n, self._lt_k = False, 0.0, 0, 0
+        self._lt_warned = False                           # said once: no effort in the joint states
+        self.link_noise = NoiseEstimate(n)                # the effort's noise (its covariance's diagonal)
+
+    def measure_link_torque(self, now):
+        """State.tau_ext and tau_ext_sd from this cycle's effort (effort_link_side), when the law's stiction
+        term uses them (friction_stiction_sensed > 0 with the compensation on); None while tared, and
+        without an effort."""
+        c = self.c
+        st = c.state
+        fr = self.law.friction
+        if not (fr.active and fr.stiction_sensed > 0.0 and c.have_effort):
+            if fr.active and fr.stiction_sensed > 0.0 and not self._lt_warned:
+                self._lt_warned = True
+                self.report.log("warn", "effort_link_side is true but the joint states carry no (finite) effort: "
+                                        "the stiction term runs without the joint torques until they do")
+            st.tau_ext = None
+            return
+        if c.seq != self._lt_seq:                         # a new measurement
+            self._lt_seq = c.seq
+            t = c.stamp if c.stamp is not None else c.t
+            x = self._lt_raw
+            np.subtract(self.gravity_backend.gravity(c.q), c.effort, out=x)
+            self._lt_k += 1
+            if self._lt_k % LINK_NOISE_SUBSAMPLE == 0:    # (white noise: every 4th sample tells its spread too)
+                self.link_noise.add(c.effort, t)
+            if self._lt_count == 0:
+                self._lt_tare.fill(0.0)
+                self._lt_t0, self._lt_ready = t, False
+            if not self._lt_ready:                        # the tare: the mean over the first LINK_TARE s
+                self._lt_count += 1
+                self._lt_tare += (x - self._lt_tare) / self._lt_count
+                if t - self._lt_t0 >= LINK_TARE:
+                    self._lt_ready, self._lt_t, self._lt_n = True, t, 0
+                    np.subtract(x, self._lt_tare, out=self._lt_ext)
+                st.tau_ext = None
+                return
+            x -= self._lt_tare
+            tau = fr.link_filter(1.0 / self._p["update_rate"])
+            b = math.exp(-min(max(t - self._lt_t, 0.0), 0.1) / tau)
+            self._lt_t = t
+            x -= self._lt_ext
+            x *= 1.0 - b
+            self._lt_ext += x
+            self._lt_n += 1
+            if self._lt_n % LINK_NOISE_EVERY == 1:        # the noise's spread (averaged over about 1 s)
+                cov = self.link_noise.covariance
+                if cov is None:
+                    self._lt_sd.fill(0.0)
+                else:                                     # white noise through the filter: sqrt((1 - b) / (1 + b))
+                    b = math.exp(-1.0 / (self._p["update_rate"] * tau))
+                    np.sqrt(np.fmax(np.diagonal(cov), 0.0) * ((1.0 - b) / (1.0 + b)), out=self._lt_sd)
+        if self._lt_ready:
+            st.tau_ext, st.tau_ext_sd = self._lt_ext, self._lt_sd
+        else:
+            st.tau_ext = None
 
     # ------------------------------------------------------------------ the F/T sensor
     def _make_wrench_processor(self, frame):

@@ -85,7 +85,7 @@ class ControlThread:
             if self.active and not c.timer_trigger:
                 self._overdue_watchdog(loop, now)
             if ok:                                     # (the effort: measured torques, for the
-                loop.update_state(mapper.q, mapper.v, now,      # payload identification)
+                loop.update_state(mapper.q, mapper.v, now,      # identification runs, effort_link_side)
                                   (sec + nsec * 1e-9) if (sec or nsec) else None,
                                   mapper.effort if mapper.have_effort else None)
             else:

@@ -74,6 +74,7 @@ GENERAL_PARAMS = [
     _loop("safe_command"),
     _loop("effort_limits"),
     _loop("armature"),
+    _loop("effort_link_side"),
     _loop("effort_scale"),
     _loop("torque_rate_limit"),
     _loop("setpoint_shaping"),
