@@ -22,6 +22,10 @@ Arguments:
   bridge_config, controller_config   parameter files replacing the defaults above
   dynamics           a parameters file loaded over the controller's: what ~/identify_dynamics wrote to
                      dynamics_id.output (the rotor inertia and every law's friction compensation)
+  link_torque        false (default); true: the node running the law reads the Franka's tau_J as link-side
+                     joint torques (effort_link_side): the friction's stiction term meets a push anywhere
+                     on the arm.  A real Franka's tau_J is measured after the gears; franky-sim reports
+                     the torque it applied: leave it false there
 The controller's compensate_gravity is forced false (the Franka adds gravity); the bridge checks it
 again and refuses commands that carry g(q).
 """
@@ -50,7 +54,7 @@ def _nodes(context):
     share = get_package_share_directory(PACKAGE)
     lc = {k: LaunchConfiguration(k).perform(context) for k in (
         "robot", "robot_ip", "controller", "mode", "realtime", "sim_clock", "bridge_config",
-        "controller_config", "command_timeout", "dynamics")}
+        "controller_config", "command_timeout", "dynamics", "link_torque")}
     prefix = CONFIG_PREFIX[lc["robot"]]
     bridge_cfg = lc["bridge_config"] or os.path.join(share, "config", f"{prefix}_bridge.yaml")
     law_cfg = lc["controller_config"] or os.path.join(share, "config", f"{prefix}_{lc['controller']}.yaml")
@@ -62,17 +66,19 @@ def _nodes(context):
             bridge_over["command_timeout"] = float(lc["command_timeout"])
         except ValueError:
             raise RuntimeError(f"command_timeout:={lc['command_timeout']!r} is not a number of seconds") from None
-    no_gravity = {f"{lc['controller']}.compensate_gravity": False}
+    law_over = {f"{lc['controller']}.compensate_gravity": False}
+    if _truthy(lc["link_torque"]):
+        law_over["effort_link_side"] = True
     from robot_dynamics.nodes.processes import dynamics_params_file
     identified = dynamics_params_file(lc["dynamics"])
     if lc["mode"] == "in_process":
         return [Node(package=PACKAGE, executable="franka_bridge", name="franka_bridge", output="screen",
-                     parameters=[law_cfg, *identified, bridge_cfg, bridge_over, no_gravity])]
+                     parameters=[law_cfg, *identified, bridge_cfg, bridge_over, law_over])]
     return [
         Node(package=PACKAGE, executable="franka_bridge", name="franka_bridge", output="screen",
              parameters=[bridge_cfg, bridge_over]),
         Node(package=PACKAGE, executable="controller_node", name="torque_controller", output="screen",
-             parameters=[law_cfg, *identified, {**no_gravity, "use_sim_time": sim_clock, "autostart": True}]),
+             parameters=[law_cfg, *identified, {**law_over, "use_sim_time": sim_clock, "autostart": True}]),
     ]
 
 
@@ -93,5 +99,8 @@ def generate_launch_description():
         DeclareLaunchArgument("controller_config", default_value="", description="controller parameters file"),
         DeclareLaunchArgument("dynamics", default_value="",
                               description="identified dynamics (dynamics_id.output), loaded over the controller's"),
+        DeclareLaunchArgument("link_torque", default_value="false",
+                              description="tau_J as link-side joint torques for the stiction term (a real "
+                                          "Franka: true; franky-sim: false)"),
         OpaqueFunction(function=_nodes),
     ])

@@ -3,7 +3,7 @@ the test starts and ends, in both modes: the bridge reports `running` in /diagno
 for, the arm holds still (joint drift over a few seconds of robot time versus the pose it was held at),
 and a SIGINT to ros2 launch ends everything with exit code 0 and no process left.  Started with
 `dynamics:=` an identification's parameters file (franky-sim's own dry friction, compensation left
-off), whose values the node running the law then has (`ros2 param get`).
+off) and `link_torque:=true`, whose values the node running the law then has (`ros2 param get`).
 
 Oracles: the start pose the probe read from /joint_states, the mode the test asked for, the process
 table (test_ros2_tools.group_pids) and the exit codes.  One launch per mode (each costs ~20 s).
@@ -67,7 +67,7 @@ def test_franka_launch(ros, tmp_path, mode):
                          "sim_clock:=true", "command_timeout:=1.0", "controller:=joint_impedance",
                          f"mode:={mode}", f"bridge_config:={bench_bridge_config(tmp_path)}",
                          f"controller_config:={bench_controller_config(tmp_path, 'joint_impedance')}",
-                         f"dynamics:={identified}"],
+                         f"dynamics:={identified}", "link_torque:=true"],
                         tmp_path / "launch.log")
         probe = BridgeProbe(name="franka_launch_probe",
                             **({"controller_ns": "/franka_bridge"} if mode == "in_process" else {}))
@@ -91,6 +91,8 @@ def test_franka_launch(ros, tmp_path, mode):
             rc, out = ros2_query("param", "get", *PARAM_WAIT, node, "joint_impedance.friction_coulomb",
                                  launch=launch)
             assert str(fc) in out.replace("array('d', ", "").replace(")", ""), out
+            rc, out = ros2_query("param", "get", *PARAM_WAIT, node, "effort_link_side", launch=launch)
+            assert "True" in out, out                 # link_torque:=true reaches the node running the law
         finally:
             probe.stop()
             probe.destroy_node()
