@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 LINK_NOISE = 0.03        # [N m] white noise on the link-side joint torques (effort_link_side rows)
+LINK = f"the file, link-side joint torque sensors (noise {LINK_NOISE} N m)"
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test"))
@@ -76,9 +77,6 @@ def rows_for(model, name, solref, cases, **kw):
         out.append((name, label, r))
         print(f"  {label}: {r}", flush=True)
     return out
-
-
-LINK = f"the file, link-side joint torque sensors (noise {LINK_NOISE} N m)"
 
 
 def sensed(kind):

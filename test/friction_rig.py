@@ -70,7 +70,6 @@ class Plant:
         R = self.sim.frame_pose(self.frame)[0]
         return np.concatenate([R.T @ w[:3], R.T @ w[3:]])
 
-
     def link_torque(self):
         """What link-side joint torque sensors (after the gear: a Franka's tau_J) read at the present state:
         the torque the drive passes on to the link, the motor's less the gear's friction and damping and the
