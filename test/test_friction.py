@@ -366,6 +366,7 @@ def test_a_joint_without_rows_to_fit_gets_the_widest_band_and_a_note(model):
     run.model = model
     run.rec = [(k * 0.001, Q_SYNTH, np.zeros(7), rng.normal(0.0, 0.01, 7)) for k in range(2000)]
     fitted = np.array([np.nan, 0.003, 0.1, 0.1, 0.1, 0.1, 0.1])
+    run._velocity_noise()
     vs, note = run._band_floor(fitted)
     assert vs[0] == fb.BAND_MAX and model.joint_names[0] in note and "not identified" in note, note
     assert vs[1] == pytest.approx(4 * 0.01, rel=0.1) and "velocity noise" in note, (vs, note)

@@ -247,13 +247,12 @@ class DynamicsRun:
         self.v_noise = bands.velocity_noise([r[3] for r in self.rec], [r[0] for r in self.rec])
         return np.nan_to_num(self.v_noise)
 
-    def _band_floor(self, vs, stuck=None, noise=None):
+    def _band_floor(self, vs, stuck=None):
         """The fitted scales vs kept on the safe side: a joint's too few rows to fit (NaN) -> BAND_MAX, the
         widest (the compensation's dry part rises over it); each at least BAND_NOISE x the joint's
-        velocity noise, measured on the run's record (a band narrower than the noise makes the
-        compensation chatter).  stuck: the joints fit_bands_slow gave band_min for not sliding both
-        ways (named in the note); noise: _velocity_noise() when the caller has it already (else measured
-        here).  Returns (vs, the status note, '' if none)."""
+        velocity noise, v_noise as _velocity_noise() measured it on the run's record (a band narrower
+        than the noise makes the compensation chatter).  stuck: the joints fit_bands_slow gave band_min
+        for not sliding both ways (named in the note).  Returns (vs, the status note, '' if none)."""
         m, notes = self.model, []
         lost = ~np.isfinite(vs)
         if np.any(lost):
@@ -264,8 +263,6 @@ class DynamicsRun:
             names = ", ".join(m.joint_names[j] for j in np.flatnonzero(stuck))
             notes.append(f"{names} did not slide both ways in the slow excitation (held at rest by static "
                          f"friction): vs {float(vs[stuck].min()):g} rad/s, the floor (band_min)")
-        if noise is None:
-            self._velocity_noise()
         if not np.all(np.isfinite(self.v_noise)):
             notes.append("the joint velocity noise could not be measured (too few distinct joint states): vs not "
                          "checked against it")
@@ -302,7 +299,7 @@ class DynamicsRun:
                                                                      slide=BAND_NOISE * noise, **fkw)
                 else:
                     self.bands, _ = bands.fit_bands(m, t, q, tau, valid=valid, **fkw)
-                self.bands, self.band_note = self._band_floor(self.bands, self.stuck, noise)
+                self.bands, self.band_note = self._band_floor(self.bands, self.stuck)
                 kw["band"] = self.bands
                 W, y, mask = idn.dataset(m, t, q, tau, inertial=self.inertial, valid=valid, **kw)
                 est = idn.solve(W, y, base, theta_prior=prior, mask=mask)

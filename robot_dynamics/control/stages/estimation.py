@@ -172,6 +172,7 @@ class Estimation:
         keeps stable)."""
         n = self.model.nv
         self.link_torque = bool(p["effort_link_side"])
+        self._lt_period = 1.0 / p["update_rate"]         # (read at construction, as the loop's own period)
         self._lt_raw, self._lt_ext, self._lt_sd = np.zeros(n), np.zeros(n), np.zeros(n)
         self._lt_tare, self._lt_count, self._lt_t0, self._lt_seq = np.zeros(n), 0, 0.0, -1
         self._lt_ready, self._lt_t, self._lt_n, self._lt_k = False, 0.0, 0, 0
@@ -212,7 +213,7 @@ class Estimation:
                 st.tau_ext = None
                 return
             x -= self._lt_tare
-            tau = fr.link_filter(1.0 / self._p["update_rate"])
+            tau = fr.link_filter(self._lt_period)
             b = math.exp(-min(max(t - self._lt_t, 0.0), 0.1) / tau)
             self._lt_t = t
             x -= self._lt_ext
@@ -224,7 +225,7 @@ class Estimation:
                 if cov is None:
                     self._lt_sd.fill(0.0)
                 else:                                     # white noise through the filter: sqrt((1 - b) / (1 + b))
-                    b = math.exp(-1.0 / (self._p["update_rate"] * tau))
+                    b = math.exp(-self._lt_period / tau)
                     np.sqrt(np.fmax(np.diagonal(cov), 0.0) * ((1.0 - b) / (1.0 + b)), out=self._lt_sd)
         if self._lt_ready:
             st.tau_ext, st.tau_ext_sd = self._lt_ext, self._lt_sd
